@@ -1,0 +1,36 @@
+# renderbox — see README.md. Every target that renders needs root.
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:/usr/local/bin:$(PATH)
+
+.PHONY: setup rootfs build run test bench check clean
+
+## setup: Debian packages, static runsc at the pinned version, the rootfs
+setup:
+	bash scripts/setup.sh
+
+## rootfs: (re)build the renderer rootfs if its inputs or the agent changed
+rootfs:
+	bash rootfs/build.sh
+
+## build: the binaries, into bin/
+build:
+	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/...
+
+## run: the main job — setup, start-up checks, real renders into out/
+run: setup build
+	bash scripts/run.sh
+
+## test: setup, then the full suite (real runsc, rootfs, cgroups)
+test: setup
+	bash scripts/test.sh
+
+## bench: sandbox vs native figures as JSON lines
+bench: setup build
+	bin/bench
+
+## check: the worker's start-up checks and self-test
+check: build
+	bin/worker check
+
+clean:
+	rm -rf bin out

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// render runs the renderer and streams its outputs to out.
+func render(req *wire.Request, out *bufio.Writer) *wire.Result {
+	tail := newTail(req.StderrTail)
+	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
+	cmd.Env = req.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{} // never inherit ours
+	}
+	cmd.Dir = wire.WorkDir
+	cmd.Stdout, cmd.Stderr = tail, tail
+	// Its own process group, so whatever it leaves running is killed with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	res := &wire.Result{}
+	err := startReserving(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	res.StderrTail = tail.String()
+	if st := cmd.ProcessState; st != nil {
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.ExitCode, res.Signal = -1, int(ws.Signal())
+		} else {
+			res.ExitCode = st.ExitCode()
+		}
+		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+			res.MaxRSSKiB = ru.Maxrss
+		}
+	} else if err != nil {
+		res.Error = fmt.Sprintf("starting %s: %v", req.Argv[0], err)
+		return res
+	}
+	if res.ExitCode != 0 || res.Signal != 0 {
+		return res
+	}
+	files, size, err := listOutputs(wire.OutputDir)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	if len(files) > req.MaxOutputFiles || size > req.MaxOutputBytes {
+		res.OutputLimit = true
+		res.Error = fmt.Sprintf("renderer wrote %d files, %d bytes; the limits are %d files, %d bytes",
+			len(files), size, req.MaxOutputFiles, req.MaxOutputBytes)
+		return res
+	}
+	for _, f := range files {
+		info, err := sendFile(out, f)
+		if err != nil {
+			// The stream is now inconsistent; the host sees a protocol error.
+			res.Error = err.Error()
+			return res
+		}
+		res.Files = append(res.Files, info)
+	}
+	return res
+}
+
+// nprocReserve is how many tasks of our uid the renderer cannot take: the
+// agent shares its uid, and a Go program that cannot create a thread dies.
+const nprocReserve = 64
+
+// startReserving starts cmd with an RLIMIT_NPROC lowered by nprocReserve, so
+// a fork bomb in the renderer hits its limit while the agent can still
+// create the threads it needs to report. The lower soft limit is inherited
+// across fork; ours is restored right after.
+func startReserving(cmd *exec.Cmd) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(unix.RLIMIT_NPROC, &lim); err != nil || lim.Cur <= 2*nprocReserve {
+		return cmd.Start()
+	}
+	child := lim
+	child.Cur -= nprocReserve
+	if err := syscall.Setrlimit(unix.RLIMIT_NPROC, &child); err != nil {
+		return fmt.Errorf("lowering RLIMIT_NPROC for the renderer: %w", err)
+	}
+	err := cmd.Start()
+	if rerr := syscall.Setrlimit(unix.RLIMIT_NPROC, &lim); rerr != nil && err == nil {
+		err = fmt.Errorf("restoring RLIMIT_NPROC: %w", rerr)
+	}
+	return err
+}
+
+// listOutputs lists the regular files in dir, sorted by name.
+func listOutputs(dir string) ([]string, int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, 0, fmt.Errorf("listing outputs: %w", err)
+	}
+	var names []string
+	var size int64
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			return nil, 0, fmt.Errorf("output %q is not a regular file", e.Name())
+		}
+		if !wire.ValidName(e.Name()) {
+			return nil, 0, fmt.Errorf("output name %q is not allowed", e.Name())
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, 0, fmt.Errorf("output %q: %w", e.Name(), err)
+		}
+		names = append(names, e.Name())
+		size += info.Size()
+	}
+	sort.Strings(names)
+	return names, size, nil
+}
+
+// sendFile streams one output file as a File frame and Data frames.
+func sendFile(out io.Writer, name string) (wire.FileInfo, error) {
+	f, err := os.OpenFile(filepath.Join(wire.OutputDir, name), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return wire.FileInfo{}, fmt.Errorf("opening output %q: %w", name, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return wire.FileInfo{}, fmt.Errorf("output %q is not a regular file", name)
+	}
+	if err := wire.WriteJSON(out, wire.TypeFile, wire.FileHeader{Name: name, Size: st.Size()}); err != nil {
+		return wire.FileInfo{}, err
+	}
+	h := sha256.New()
+	n, err := wire.WriteChunks(out, wire.TypeData, io.TeeReader(io.LimitReader(f, st.Size()), h))
+	if err != nil {
+		return wire.FileInfo{}, fmt.Errorf("sending output %q: %w", name, err)
+	}
+	if n != st.Size() {
+		return wire.FileInfo{}, errors.New("output changed while it was sent")
+	}
+	return wire.FileInfo{Name: name, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// tail keeps the last n bytes written to it.
+type tail struct {
+	n   int
+	buf []byte
+}
+
+func newTail(n int) *tail { return &tail{n: n} }
+
+func (t *tail) Write(p []byte) (int, error) {
+	if t.n <= 0 {
+		return len(p), nil
+	}
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*t.n {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.n:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	if len(t.buf) > t.n {
+		return string(t.buf[len(t.buf)-t.n:])
+	}
+	return string(t.buf)
+}

@@ -1,0 +1,214 @@
+// Command bench measures, in one run, what the sandbox costs: a no-op job's
+// sandbox lifecycle (create, start, exchange+wait, delete) against spawning
+// the same agent natively, and pdf-png of a one-page PDF in the sandbox
+// against the same agent and pdftoppm run natively in a chroot of the same
+// rootfs. It prints JSON lines; the ratios are the figures that count.
+//
+// The native baseline runs the agent as uid 65534 in a private mount
+// namespace (unshare) with a fresh tmpfs on the rootfs's /tmp, so it does
+// exactly the sandboxed work minus gVisor.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"sort"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/rootfs"
+	"github.com/renderbox/renderbox/internal/samples"
+	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+func main() {
+	n := flag.Int("n", 20, "iterations per measurement")
+	tree := flag.String("rootfs", envOr("RENDERBOX_ROOTFS", "/var/lib/renderbox/rootfs/current"), "built rootfs tree")
+	runsc := flag.String("runsc", os.Getenv("RENDERBOX_RUNSC"), "runsc binary")
+	flag.Parse()
+	if err := run(context.Background(), *n, *tree, *runsc); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
+}
+
+func run(ctx context.Context, n int, tree, runsc string) error {
+	state := fmt.Sprintf("/run/renderbox-bench-%d", os.Getpid())
+	defer os.RemoveAll(state)
+	m, err := sandbox.NewManager(sandbox.Config{
+		Runsc: runsc, Rootfs: rootfs.Dir(tree), StateDir: state,
+		CgroupParent: fmt.Sprintf("renderbox-bench-%d", os.Getpid()),
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := sandbox.CheckVersion(ctx, m.Runsc().Path); err != nil {
+		return err
+	}
+	defer func() {
+		for _, d := range sandbox.ParentCgroupDirs(m.Config().CgroupParent) {
+			os.Remove(d)
+		}
+	}()
+	out := json.NewEncoder(os.Stdout)
+	stamp := time.Now().UTC().Format(time.RFC3339)
+
+	// 1. No-op lifecycle.
+	noop := wire.Request{Mode: wire.ModeRender, Argv: []string{"/bin/true"}, InputName: "input"}
+	var create, start, exch, destroy, total []time.Duration
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		sb, err := m.Prepare(ctx, sandbox.Limits{})
+		if err != nil {
+			return err
+		}
+		t1 := time.Now()
+		if err := sb.Start(ctx); err != nil {
+			sb.Destroy(ctx)
+			return err
+		}
+		t2 := time.Now()
+		if _, err := sb.Exchange(&noop, nil); err != nil {
+			sb.Destroy(ctx)
+			return err
+		}
+		if _, err := sb.Wait(ctx); err != nil && !errors.Is(err, sandbox.ErrGone) {
+			sb.Destroy(ctx)
+			return err
+		}
+		t3 := time.Now()
+		if err := sb.Destroy(ctx); err != nil {
+			return err
+		}
+		t4 := time.Now()
+		create, start, exch, destroy = append(create, t1.Sub(t0)), append(start, t2.Sub(t1)), append(exch, t3.Sub(t2)), append(destroy, t4.Sub(t3))
+		total = append(total, t4.Sub(t0))
+	}
+	var native []time.Duration
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if _, err := runNative(ctx, rootfs.Dir(tree), &noop, nil); err != nil {
+			return err
+		}
+		native = append(native, time.Since(t0))
+	}
+	out.Encode(map[string]any{
+		"time": stamp, "bench": "noop_lifecycle", "n": n,
+		"sandbox_create_ms": stats(create), "sandbox_start_ms": stats(start),
+		"sandbox_exchange_wait_ms": stats(exch), "sandbox_delete_ms": stats(destroy),
+		"sandbox_total_ms": stats(total), "native_total_ms": stats(native),
+		"ratio_p50": ratio(pct(total, 50), pct(native, 50)), "ratio_p99": ratio(pct(total, 99), pct(native, 99)),
+	})
+
+	// 2. pdf-png of a one-page PDF.
+	pdf := samples.PDF("renderbox benchmark", 1)
+	r, err := render.Lookup("pdf-png")
+	if err != nil {
+		return err
+	}
+	plan, err := r.Prepare(pdf, nil)
+	if err != nil {
+		return err
+	}
+	var sbx, nat []time.Duration
+	for i := 0; i < n; i++ {
+		job := plan.Job
+		job.Input = bytes.NewReader(pdf)
+		t0 := time.Now()
+		if _, err := m.Run(ctx, job); err != nil {
+			return fmt.Errorf("pdf-png in the sandbox: %w", err)
+		}
+		sbx = append(sbx, time.Since(t0))
+	}
+	for i := 0; i < n; i++ {
+		req := plan.Job.Request
+		req.MaxOutputBytes, req.MaxOutputFiles = 64<<20, 100
+		t0 := time.Now()
+		resp, err := runNative(ctx, rootfs.Dir(tree), &req, pdf)
+		if err != nil {
+			return fmt.Errorf("pdf-png natively: %w", err)
+		}
+		if resp.Result.ExitCode != 0 || len(resp.Files) != 1 {
+			return fmt.Errorf("pdf-png natively: exit %d, %d files: %s", resp.Result.ExitCode, len(resp.Files), resp.Result.StderrTail)
+		}
+		nat = append(nat, time.Since(t0))
+	}
+	out.Encode(map[string]any{
+		"time": stamp, "bench": "pdf-png", "n": n, "input": "one-page PDF, 150 dpi",
+		"sandbox_total_ms": stats(sbx), "native_total_ms": stats(nat),
+		"ratio_p50": ratio(pct(sbx, 50), pct(nat, 50)), "ratio_p99": ratio(pct(sbx, 99), pct(nat, 99)),
+	})
+	return nil
+}
+
+// nativeScript runs the agent as it runs in the sandbox but without gVisor:
+// a private mount namespace, a fresh tmpfs /tmp, /proc, /dev/null, chroot
+// into the same rootfs, uid 65534. It only ever gets the fixed rootfs path.
+const nativeScript = `set -e
+r=$1
+mount -t tmpfs -o size=256m,nosuid,nodev,mode=1777 tmpfs "$r/tmp"
+mount -t proc proc "$r/proc"
+mount -t tmpfs -o size=64k tmpfs "$r/dev"
+touch "$r/dev/null" && mount --bind /dev/null "$r/dev/null"
+exec chroot --userspec=65534:65534 "$r" /usr/local/bin/renderbox-agent`
+
+func runNative(ctx context.Context, root string, req *wire.Request, input []byte) (*wire.Response, error) {
+	r := *req
+	r.InputSize = int64(len(input))
+	var in bytes.Buffer
+	if err := wire.WriteRequest(&in, &r, bytes.NewReader(input)); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private", "--", "sh", "-c", nativeScript, "sh", root)
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	resp, rerr := wire.ReadResponse(stdout, wire.Limits{MaxBytes: 64 << 20, MaxFiles: 100})
+	_, _ = io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("native agent: %w: %s", err, stderr.String())
+	}
+	return resp, rerr
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())/10) / 100 }
+
+func stats(ds []time.Duration) map[string]float64 {
+	return map[string]float64{"p50": ms(pct(ds, 50)), "p99": ms(pct(ds, 99))}
+}
+
+func ratio(a, b time.Duration) float64 {
+	return math.Round(float64(a)/float64(b)*100) / 100
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/rootfs"
+	"github.com/renderbox/renderbox/internal/sandbox"
+)
+
+// parse binds the shared flags plus extra ones and returns the validated
+// config and the positional arguments.
+func parse(name string, args []string, extra func(*flag.FlagSet)) (Config, []string, error) {
+	var c Config
+	fs := flag.NewFlagSet("worker "+name, flag.ContinueOnError)
+	c.bind(fs)
+	if extra != nil {
+		extra(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, nil, err
+	}
+	c = c.withDefaults()
+	return c, fs.Args(), c.validate()
+}
+
+// preflight is what the worker does before it takes any job; any failure
+// means it must not start. It returns the ready manager.
+func preflight(ctx context.Context, c Config, log *slog.Logger, out *os.File) (*sandbox.Manager, error) {
+	step := func(name string, err error, detail string) error {
+		if err != nil {
+			fmt.Fprintf(out, "FAIL  %-16s %v\n", name, err)
+			return fmt.Errorf("refusing to start: %s: %w", name, err)
+		}
+		fmt.Fprintf(out, "PASS  %-16s %s\n", name, detail)
+		return nil
+	}
+	m, err := c.manager(log)
+	if err := step("runsc located", err, ""); err != nil {
+		return nil, err
+	}
+	v, err := sandbox.CheckVersion(ctx, m.Runsc().Path)
+	if err := step("runsc version", err, m.Runsc().Path+" "+v.Raw); err != nil {
+		return nil, err
+	}
+	if err := step("cgroups", sandbox.CheckCgroups(), "memory, cpu and pids controllers present"); err != nil {
+		return nil, err
+	}
+	t := time.Now()
+	man, err := rootfs.Verify(c.Rootfs)
+	detail := ""
+	if man != nil {
+		detail = fmt.Sprintf("%s tree %s… (%d files, %.1fs)", c.Rootfs, man.TreeSHA256[:12], man.Files, time.Since(t).Seconds())
+	}
+	if err := step("rootfs digest", err, detail); err != nil {
+		return nil, err
+	}
+	n, err := m.Reap(ctx)
+	if err := step("reap", err, fmt.Sprintf("%d leftover sandboxes deleted", n)); err != nil {
+		return nil, err
+	}
+	checks, err := m.SelfTest(ctx)
+	if err := step("self-test", err, ""); err != nil {
+		return nil, err
+	}
+	printChecks(out, checks)
+	if f := sandbox.Failed(checks); len(f) > 0 {
+		return nil, fmt.Errorf("refusing to start: self-test: %d isolation properties failed (first: %s: %s)", len(f), f[0].Name, f[0].Detail)
+	}
+	return m, nil
+}
+
+func printChecks(out *os.File, checks []sandbox.Check) {
+	for _, ch := range checks {
+		verdict := "PASS"
+		if !ch.Pass {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(out, "%s  %-24s %s\n", verdict, ch.Name, ch.Detail)
+	}
+}
+
+func cmdCheck(ctx context.Context, args []string) error {
+	c, _, err := parse("check", args, nil)
+	if err != nil {
+		return err
+	}
+	_, err = preflight(ctx, c, c.logger(), os.Stdout)
+	if err == nil {
+		fmt.Println("worker: ready")
+	}
+	return err
+}
+
+func cmdSelftest(ctx context.Context, args []string) error {
+	c, _, err := parse("selftest", args, nil)
+	if err != nil {
+		return err
+	}
+	m, err := c.runnableManager(ctx)
+	if err != nil {
+		return err
+	}
+	checks, err := m.SelfTest(ctx)
+	if err != nil {
+		return err
+	}
+	printChecks(os.Stdout, checks)
+	if f := sandbox.Failed(checks); len(f) > 0 {
+		return fmt.Errorf("self-test: %d of %d isolation properties failed", len(f), len(checks))
+	}
+	fmt.Printf("self-test: all %d isolation properties hold\n", len(checks))
+	return nil
+}
+
+func cmdReap(ctx context.Context, args []string) error {
+	c, _, err := parse("reap", args, nil)
+	if err != nil {
+		return err
+	}
+	m, err := c.manager(c.logger())
+	if err != nil {
+		return err
+	}
+	n, err := m.Reap(ctx)
+	fmt.Printf("reaped %d sandboxes\n", n)
+	return err
+}
+
+// renderSummary is what `worker render` prints on stdout.
+type renderSummary struct {
+	Renderer  string            `json:"renderer"`
+	Outcome   sandbox.Outcome   `json:"outcome"`
+	Error     string            `json:"error,omitempty"`
+	SandboxID string            `json:"sandbox_id"`
+	Outputs   []string          `json:"outputs,omitempty"`
+	Timings   map[string]string `json:"timings"`
+}
+
+func cmdRender(ctx context.Context, args []string) error {
+	var name, outDir string
+	var timeout time.Duration
+	c, rest, err := parse("render", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&name, "renderer", "", "renderer name, e.g. pdf-png, svg-png, html-pdf")
+		fs.StringVar(&outDir, "o", "", "output directory")
+		fs.DurationVar(&timeout, "timeout", 0, "lower the renderer's time limit")
+	})
+	if err != nil {
+		return err
+	}
+	// Go's flag package stops at the first positional argument; accept
+	// "render -renderer x in.pdf -o out/" as well.
+	if len(rest) > 1 {
+		fs := flag.NewFlagSet("worker render", flag.ContinueOnError)
+		fs.StringVar(&outDir, "o", outDir, "output directory")
+		if err := fs.Parse(rest[1:]); err != nil {
+			return err
+		}
+		rest = append(rest[:1], fs.Args()...)
+	}
+	if name == "" || outDir == "" || len(rest) != 1 {
+		return errors.New("render: usage: worker render -renderer NAME INPUT -o OUTDIR")
+	}
+	r, err := render.Lookup(name)
+	if err != nil {
+		return err
+	}
+	input, err := os.ReadFile(rest[0])
+	if err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	plan, err := r.Prepare(input, nil)
+	if err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	if timeout > 0 && timeout < plan.Job.Limits.WithDefaults().Timeout {
+		plan.Job.Limits.Timeout = timeout
+	}
+	m, err := c.runnableManager(ctx)
+	if err != nil {
+		return err
+	}
+	plan.Job.Input = bytes.NewReader(input)
+	res, runErr := m.Run(ctx, plan.Job)
+	sum := renderSummary{Renderer: name, Outcome: sandbox.OutcomeOf(runErr), SandboxID: res.SandboxID,
+		Timings: map[string]string{
+			"create": res.Timings.Create.String(), "start": res.Timings.Start.String(),
+			"render": res.Timings.Render.String(), "teardown": res.Timings.Teardown.String(),
+		}}
+	if runErr == nil {
+		if err := os.MkdirAll(outDir, 0o755); err != nil {
+			return err
+		}
+		for _, f := range res.Response.Files {
+			p := filepath.Join(outDir, r.OutputName(f.Name))
+			if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+				return err
+			}
+			sum.Outputs = append(sum.Outputs, p)
+		}
+	} else {
+		sum.Error = runErr.Error()
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(sum)
+	if runErr != nil {
+		return fmt.Errorf("render: %w", runErr)
+	}
+	return nil
+}
+
+func cmdRootfs(ctx context.Context, args []string) error {
+	if len(args) < 1 {
+		return errors.New("rootfs: usage: worker rootfs seal|verify [flags] DIR")
+	}
+	fs := flag.NewFlagSet("worker rootfs "+args[0], flag.ContinueOnError)
+	pkgs := fs.String("packages", "", "seal: dpkg-query output (name<TAB>version per line)")
+	inputs := fs.String("inputs", "", "seal: digest of the build inputs")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("rootfs: give exactly one tree directory")
+	}
+	tree := fs.Arg(0)
+	switch args[0] {
+	case "seal":
+		packages := map[string]string{}
+		if *pkgs != "" {
+			f, err := os.Open(*pkgs)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if packages, err = rootfs.ParsePackages(f); err != nil {
+				return err
+			}
+		}
+		m, err := rootfs.Seal(tree, *inputs, packages)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("sealed %s: %d files, %d MiB, tree %s\n", tree, m.Files, m.Bytes>>20, m.TreeSHA256)
+	case "verify":
+		m, err := rootfs.Verify(tree)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s matches its manifest: tree %s\n", tree, m.TreeSHA256)
+	default:
+		return fmt.Errorf("rootfs: unknown subcommand %q (seal or verify)", args[0])
+	}
+	return nil
+}

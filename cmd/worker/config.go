@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/renderbox/renderbox/internal/rootfs"
+	"github.com/renderbox/renderbox/internal/sandbox"
+)
+
+// Config is the worker's configuration. Flags and RENDERBOX_* environment
+// variables map onto it in bind; flags win.
+type Config struct {
+	// Runsc is the runsc binary. Default: $PATH, then /usr/local/bin/runsc.
+	// Env RENDERBOX_RUNSC.
+	Runsc string
+	// Platform is runsc's --platform. Default systrap. Env RENDERBOX_PLATFORM.
+	Platform string
+	// StateDir holds runsc state and bundles; private to this worker.
+	// Default /run/renderbox/worker. Env RENDERBOX_STATE_DIR.
+	StateDir string
+	// Rootfs is the built rootfs tree (rootfs/ + manifest.json). Default
+	// /var/lib/renderbox/rootfs/current. Env RENDERBOX_ROOTFS.
+	Rootfs string
+	// CgroupParent is the cgroup holding this worker's sandboxes; private
+	// to it. Default renderbox. Env RENDERBOX_CGROUP_PARENT.
+	CgroupParent string
+	// LogLevel is debug, info, warn or error. Default info. Env
+	// RENDERBOX_LOG_LEVEL.
+	LogLevel string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Platform == "" {
+		c.Platform = "systrap"
+	}
+	if c.StateDir == "" {
+		c.StateDir = "/run/renderbox/worker"
+	}
+	if c.Rootfs == "" {
+		c.Rootfs = "/var/lib/renderbox/rootfs/current"
+	}
+	if c.CgroupParent == "" {
+		c.CgroupParent = "renderbox"
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch c.Platform {
+	case "systrap", "ptrace", "kvm":
+	default:
+		return fmt.Errorf("config: platform %q is not one of systrap, ptrace, kvm", c.Platform)
+	}
+	if !filepath.IsAbs(c.StateDir) {
+		return fmt.Errorf("config: state dir %q must be an absolute path", c.StateDir)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("config: log level %q: use debug, info, warn or error", c.LogLevel)
+	}
+	if _, err := os.Stat(c.Rootfs); err != nil {
+		return fmt.Errorf("config: rootfs %s: %w (build it with: make rootfs)", c.Rootfs, errors.Unwrap(err))
+	}
+	return nil
+}
+
+// bind registers the flags shared by every subcommand, with environment
+// defaults.
+func (c *Config) bind(fs *flag.FlagSet) {
+	env := func(k string) string { return os.Getenv("RENDERBOX_" + k) }
+	fs.StringVar(&c.Runsc, "runsc", env("RUNSC"), "runsc binary (default: $PATH, then /usr/local/bin/runsc)")
+	fs.StringVar(&c.Platform, "platform", env("PLATFORM"), "runsc platform (default systrap)")
+	fs.StringVar(&c.StateDir, "state-dir", env("STATE_DIR"), "private state dir for runsc and bundles (default /run/renderbox/worker)")
+	fs.StringVar(&c.Rootfs, "rootfs", env("ROOTFS"), "built rootfs tree (default /var/lib/renderbox/rootfs/current)")
+	fs.StringVar(&c.CgroupParent, "cgroup-parent", env("CGROUP_PARENT"), "cgroup holding this worker's sandboxes (default renderbox)")
+	fs.StringVar(&c.LogLevel, "log-level", env("LOG_LEVEL"), "debug, info, warn or error (default info)")
+}
+
+func (c Config) logger() *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.LogLevel))
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+// manager builds the sandbox manager the config describes.
+func (c Config) manager(log *slog.Logger) (*sandbox.Manager, error) {
+	return sandbox.NewManager(sandbox.Config{
+		Runsc:        c.Runsc,
+		Platform:     c.Platform,
+		StateDir:     c.StateDir,
+		Rootfs:       rootfs.Dir(c.Rootfs),
+		CgroupParent: c.CgroupParent,
+		Logger:       log,
+	})
+}
+
+// runnableManager is a manager after the cheap start-up checks (runsc
+// version, cgroups), for commands that run sandboxes without the full
+// preflight.
+func (c Config) runnableManager(ctx context.Context) (*sandbox.Manager, error) {
+	m, err := c.manager(c.logger())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := sandbox.CheckVersion(ctx, m.Runsc().Path); err != nil {
+		return nil, err
+	}
+	if err := sandbox.CheckCgroups(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

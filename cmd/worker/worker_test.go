@@ -1,0 +1,206 @@
+package main_test
+
+import (
+	"bytes"
+	"fmt"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/renderbox/renderbox/internal/rootfs"
+	"github.com/renderbox/renderbox/internal/samples"
+	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/testenv"
+)
+
+var workerBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "worker-test-")
+	if err != nil {
+		panic(err)
+	}
+	workerBin = filepath.Join(dir, "worker")
+	if out, err := exec.Command("go", "build", "-o", workerBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building worker: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := testenv.Run(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// isolated returns flags giving the worker a private state dir and cgroup
+// parent, and registers the leftover check for them.
+func isolated(t *testing.T) []string {
+	t.Helper()
+	m := testenv.Manager(t, sandbox.Config{})
+	c := m.Config()
+	return []string{"-state-dir", c.StateDir, "-cgroup-parent", c.CgroupParent, "-runsc", c.Runsc}
+}
+
+func worker(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(workerBin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func TestCheckPassesOnAGoodHost(t *testing.T) {
+	t.Parallel()
+	args := append([]string{"check"}, isolated(t)...)
+	out, err := worker(t, append(args, "-rootfs", testenv.RootfsTree(t))...)
+	if err != nil {
+		t.Fatalf("worker check failed: %v\n%s", err, out)
+	}
+	for _, want := range []string{"PASS  runsc version", "PASS  rootfs digest", "PASS  gVisor kernel", "PASS  no route to the host", "worker: ready"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "FAIL") {
+		t.Errorf("output has a FAIL:\n%s", out)
+	}
+}
+
+func TestRefusesToStartWithoutRunsc(t *testing.T) {
+	t.Parallel()
+	out, err := worker(t, "check", "-runsc", "/nonexistent/runsc", "-rootfs", testenv.RootfsTree(t))
+	if err == nil {
+		t.Fatalf("worker started without runsc:\n%s", out)
+	}
+	if !strings.Contains(out, "runsc not found") || !strings.Contains(out, "go install gvisor.dev/gvisor/runsc@") ||
+		!strings.Contains(out, "refusing to start") {
+		t.Errorf("refusal does not say what is missing and how to get it:\n%s", out)
+	}
+}
+
+func TestRefusesToStartWithAnOldRunsc(t *testing.T) {
+	t.Parallel()
+	fake := filepath.Join(t.TempDir(), "runsc")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'runsc version release-20220425.0'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := worker(t, "check", "-runsc", fake, "-rootfs", testenv.RootfsTree(t))
+	if err == nil || !strings.Contains(out, "older than the pinned minimum") {
+		t.Fatalf("worker check with a 2022 runsc: %v\n%s", err, out)
+	}
+}
+
+func TestRefusesToStartWithATamperedRootfs(t *testing.T) {
+	t.Parallel()
+	tree := t.TempDir()
+	root := rootfs.Dir(tree)
+	agent, err := os.ReadFile(filepath.Join(testenv.RootfsDir(t), rootfs.AgentPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, data := range map[string][]byte{
+		rootfs.AgentPath:       agent,
+		"usr/bin/pdftoppm":     []byte("renderer"),
+		"etc/fonts/fonts.conf": []byte("<fontconfig/>"),
+	} {
+		p := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rootfs.Seal(tree, "test", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rootfs.Verify(tree); err != nil {
+		t.Fatalf("a freshly sealed tree does not verify: %v", err)
+	}
+	// An attacker swaps a renderer binary.
+	if err := os.WriteFile(filepath.Join(root, "usr/bin/pdftoppm"), []byte("backdoor"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := worker(t, append([]string{"check", "-rootfs", tree}, isolated(t)...)...)
+	if err == nil {
+		t.Fatalf("worker started on a tampered rootfs:\n%s", out)
+	}
+	if !strings.Contains(out, "FAIL  rootfs digest") || !strings.Contains(out, "does not match its manifest") {
+		t.Errorf("refusal does not name the tampered rootfs:\n%s", out)
+	}
+	// A mode change alone (a setuid bit) is tampering too.
+	_ = os.WriteFile(filepath.Join(root, "usr/bin/pdftoppm"), []byte("renderer"), 0o755)
+	if _, err := rootfs.Verify(tree); err != nil {
+		t.Fatalf("restored tree does not verify: %v", err)
+	}
+	if err := os.Chmod(filepath.Join(root, "usr/bin/pdftoppm"), 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rootfs.Verify(tree); err == nil {
+		t.Error("a setuid bit added to the tree went unnoticed")
+	}
+}
+
+func TestRenderCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	inputs := map[string][]byte{
+		"doc.pdf":   samples.PDF("renderbox", 2),
+		"red.svg":   samples.SVG(64, 32, 0, 0, 16),
+		"page.html": samples.HTML("Render command", "End to end through worker render."),
+	}
+	for name, data := range inputs {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flags := append(isolated(t), "-rootfs", testenv.RootfsTree(t))
+	for _, tc := range []struct {
+		renderer, input string
+		outputs         []string
+	}{
+		{"pdf-png", "doc.pdf", []string{"page-1.png", "page-2.png"}},
+		{"svg-png", "red.svg", []string{"output.png"}},
+		{"html-pdf", "page.html", []string{"output.pdf"}},
+	} {
+		outDir := filepath.Join(dir, tc.renderer)
+		args := append([]string{"render"}, flags...)
+		args = append(args, "-renderer", tc.renderer, filepath.Join(dir, tc.input), "-o", outDir)
+		out, err := worker(t, args...)
+		if err != nil {
+			t.Fatalf("worker render %s: %v\n%s", tc.renderer, err, out)
+		}
+		if !strings.Contains(out, `"outcome": "succeeded"`) {
+			t.Errorf("%s: summary lacks the outcome:\n%s", tc.renderer, out)
+		}
+		for _, name := range tc.outputs {
+			b, err := os.ReadFile(filepath.Join(outDir, name))
+			if err != nil {
+				t.Errorf("%s: %v", tc.renderer, err)
+				continue
+			}
+			switch filepath.Ext(name) {
+			case ".png":
+				if _, err := png.Decode(bytes.NewReader(b)); err != nil {
+					t.Errorf("%s: %s is not a PNG: %v", tc.renderer, name, err)
+				}
+			case ".pdf":
+				if !bytes.HasPrefix(b, []byte("%PDF-")) {
+					t.Errorf("%s: %s is not a PDF", tc.renderer, name)
+				}
+			}
+		}
+	}
+}
+
+func TestRenderRejectsAWrongTypeBeforeAnySandbox(t *testing.T) {
+	t.Parallel()
+	in := filepath.Join(t.TempDir(), "fake.pdf")
+	_ = os.WriteFile(in, samples.HTML("not", "a pdf"), 0o644)
+	out, err := worker(t, "render", "-rootfs", testenv.RootfsTree(t), "-runsc", "/nonexistent", "-renderer", "pdf-png", in, "-o", t.TempDir())
+	if err == nil || !strings.Contains(out, "unsupported input") {
+		t.Errorf("render of HTML as pdf-png: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,98 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/renderbox/renderbox"
+	"github.com/renderbox/renderbox/internal/api"
+	"github.com/renderbox/renderbox/internal/render"
+)
+
+// get fetches path and validates the response against openapi.yaml.
+func get(t *testing.T, srv *httptest.Server, path string) (*http.Response, []byte) {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(renderbox.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("openapi.yaml is invalid: %v", err)
+	}
+	doc.Servers = openapi3.Servers{{URL: srv.URL}}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	route, params, err := router.FindRoute(req)
+	if err != nil {
+		t.Fatalf("%s is not in openapi.yaml: %v", path, err)
+	}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route}
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+		Body: io.NopCloser(bytes.NewReader(body)),
+	}
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		t.Errorf("GET %s: the response does not match openapi.yaml: %v", path, err)
+	}
+	return resp, body
+}
+
+func TestRoutesMatchTheContract(t *testing.T) {
+	srv := httptest.NewServer((&api.Server{OpenAPI: renderbox.OpenAPI}).Handler())
+	defer srv.Close()
+
+	resp, body := get(t, srv, "/v1/renderers")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	var list struct {
+		Renderers []struct {
+			Name string `json:"name"`
+		} `json:"renderers"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Renderers) != len(render.Names()) {
+		t.Errorf("served %d renderers, the catalogue has %d", len(list.Renderers), len(render.Names()))
+	}
+	if resp, _ := get(t, srv, "/healthz"); resp.StatusCode != 200 {
+		t.Errorf("healthz status %d", resp.StatusCode)
+	}
+	if resp, body := get(t, srv, "/openapi.yaml"); resp.StatusCode != 200 || string(body) != string(renderbox.OpenAPI) {
+		t.Errorf("openapi.yaml served with status %d and %d bytes", resp.StatusCode, len(body))
+	}
+}
+
+func TestUnknownRouteIsAProblem(t *testing.T) {
+	srv := httptest.NewServer((&api.Server{OpenAPI: renderbox.OpenAPI}).Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/v1/nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&p)
+	if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/problem+json" || p["code"] != "not_found" {
+		t.Errorf("got %d %s %v, want a 404 problem with code not_found", resp.StatusCode, resp.Header.Get("Content-Type"), p)
+	}
+}

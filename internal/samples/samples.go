@@ -1,0 +1,68 @@
+// Package samples generates small, valid documents for tests, the
+// benchmark and `make run`, so none of them needs binary fixtures.
+package samples
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+)
+
+// PDF returns a PDF of pages US Letter pages; page i says "<text> page i".
+// Text must be plain ASCII without parentheses or backslashes.
+func PDF(text string, pages int) []byte {
+	if strings.ContainsAny(text, `()\`) {
+		panic("samples.PDF: text must not contain ( ) or \\")
+	}
+	var objs []string
+	// 1: catalog, 2: pages, 3: font, then a page and its content per page.
+	kids := make([]string, pages)
+	for i := 0; i < pages; i++ {
+		kids[i] = fmt.Sprintf("%d 0 R", 4+2*i)
+	}
+	objs = append(objs,
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), pages),
+		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+	)
+	for i := 0; i < pages; i++ {
+		stream := fmt.Sprintf("BT /F1 24 Tf 72 700 Td (%s page %d) Tj ET", text, i+1)
+		objs = append(objs,
+			fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>", 5+2*i),
+			fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(stream), stream),
+		)
+	}
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+	offsets := make([]int, len(objs))
+	for i, o := range objs {
+		offsets[i] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
+	}
+	xref := b.Len()
+	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
+	for _, off := range offsets {
+		fmt.Fprintf(&b, "%010d 00000 n \n", off)
+	}
+	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
+	return b.Bytes()
+}
+
+// SVG returns a white w×h SVG with a red square of side s at (x, y).
+func SVG(w, h, x, y, s int) []byte {
+	return []byte(fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?>
+<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">
+  <rect width="%d" height="%d" fill="#ffffff"/>
+  <rect x="%d" y="%d" width="%d" height="%d" fill="#ff0000"/>
+</svg>
+`, w, h, w, h, w, h, x, y, s, s))
+}
+
+// HTML returns a small HTML page with a heading and a paragraph.
+func HTML(heading, para string) []byte {
+	return []byte(fmt.Sprintf(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>%s</title>
+<style>body{font-family:sans-serif;margin:2cm} h1{color:#b00}</style></head>
+<body><h1>%s</h1><p>%s</p></body></html>
+`, heading, heading, para))
+}

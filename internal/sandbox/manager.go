@@ -1,0 +1,393 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// Config configures a Manager.
+type Config struct {
+	// Runsc is the runsc binary; "" means locate it ($PATH, then
+	// /usr/local/bin/runsc).
+	Runsc string
+	// Platform is runsc's --platform. Default "systrap" (kvm hangs under
+	// nested virtualisation).
+	Platform string
+	// StateDir holds runsc's --root and the per-job bundles. It must be
+	// private to this manager: Reap deletes everything in it. Default
+	// /run/renderbox.
+	StateDir string
+	// Rootfs is the renderer root filesystem (the rootfs/ directory of a
+	// built tree). Required.
+	Rootfs string
+	// CgroupParent is the cgroup under which each sandbox gets its own, as
+	// <CgroupParent>/<sandbox id>. Private to this manager, like StateDir.
+	// Default "renderbox".
+	CgroupParent string
+	// UID and GID the agent runs as. Default 65534 (nobody).
+	UID, GID uint32
+	// Limits are the defaults for jobs that do not set their own.
+	Limits Limits
+	// Logger receives lifecycle logs. Default: discard.
+	Logger *slog.Logger
+	// RunscDebugLog, if set, is a directory for runsc's debug logs.
+	RunscDebugLog string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Platform == "" {
+		c.Platform = "systrap"
+	}
+	if c.StateDir == "" {
+		c.StateDir = "/run/renderbox"
+	}
+	if c.CgroupParent == "" {
+		c.CgroupParent = "renderbox"
+	}
+	if c.UID == 0 {
+		c.UID = 65534
+	}
+	if c.GID == 0 {
+		c.GID = 65534
+	}
+	c.Limits = c.Limits.WithDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Rootfs == "" {
+		return errors.New("sandbox config: Rootfs is required (build it with: make rootfs)")
+	}
+	if st, err := os.Stat(filepath.Join(c.Rootfs, strings.TrimPrefix(AgentPath, "/"))); err != nil || st.IsDir() {
+		return fmt.Errorf("sandbox config: no agent at %s in rootfs %s (build it with: make rootfs)", AgentPath, c.Rootfs)
+	}
+	if !filepath.IsAbs(c.StateDir) {
+		return fmt.Errorf("sandbox config: StateDir %q must be absolute", c.StateDir)
+	}
+	if strings.Contains(c.CgroupParent, "..") || strings.HasPrefix(c.CgroupParent, "/") {
+		return fmt.Errorf("sandbox config: CgroupParent %q must be a relative name", c.CgroupParent)
+	}
+	return nil
+}
+
+// Manager runs jobs in fresh sandboxes.
+type Manager struct {
+	cfg   Config
+	runsc *Runsc
+	log   *slog.Logger
+}
+
+// NewManager locates runsc and prepares the state directory. It does not
+// check versions or run the self-test; see Preflight.
+func NewManager(cfg Config) (*Manager, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	path, err := Locate(cfg.Runsc)
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(cfg.StateDir, "runsc")
+	for _, d := range []string{cfg.StateDir, root, filepath.Join(cfg.StateDir, "bundles")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("creating state dir: %w", err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return nil, fmt.Errorf("securing state dir: %w", err)
+		}
+	}
+	rootfs, err := filepath.Abs(cfg.Rootfs)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Rootfs = rootfs
+	return &Manager{
+		cfg:   cfg,
+		runsc: &Runsc{Path: path, Root: root, Platform: cfg.Platform, LogDir: cfg.RunscDebugLog},
+		log:   cfg.Logger,
+	}, nil
+}
+
+// Runsc returns the runsc wrapper the manager uses.
+func (m *Manager) Runsc() *Runsc { return m.runsc }
+
+// Config returns the manager's effective configuration.
+func (m *Manager) Config() Config { return m.cfg }
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "rbx-" + hex.EncodeToString(b[:])
+}
+
+// Prepare builds a fresh bundle and creates a sandbox with limits, without
+// starting it. A pool can call it ahead of jobs; Run calls it for each job
+// that brings no sandbox. The caller owns the sandbox and must Destroy it.
+func (m *Manager) Prepare(ctx context.Context, limits Limits) (*Sandbox, error) {
+	lim := limits.WithDefaults()
+	id := newID()
+	s := &Sandbox{
+		ID:     id,
+		Limits: lim,
+		runsc:  m.runsc,
+		bundle: filepath.Join(m.cfg.StateDir, "bundles", id),
+		cgroup: "/" + m.cfg.CgroupParent + "/" + id,
+	}
+	err := writeBundle(s.bundle, SpecOptions{
+		RootfsPath:  m.cfg.Rootfs,
+		Args:        []string{AgentPath},
+		UID:         m.cfg.UID,
+		GID:         m.cfg.GID,
+		CgroupsPath: s.cgroup,
+		Limits:      lim,
+	})
+	if err == nil {
+		err = s.create(ctx)
+	}
+	if err != nil {
+		derr := s.Destroy(context.WithoutCancel(ctx))
+		return nil, errors.Join(fmt.Errorf("creating sandbox %s: %w", id, err), derr)
+	}
+	return s, nil
+}
+
+// Job is one request to run in a sandbox.
+type Job struct {
+	Request wire.Request
+	Input   io.Reader
+	// Limits for this job; zero fields take the manager's defaults.
+	Limits Limits
+}
+
+// Timings are the phases of one sandboxed job.
+type Timings struct {
+	Create   time.Duration // bundle + runsc create
+	Start    time.Duration // runsc start
+	Render   time.Duration // request sent → response read
+	Teardown time.Duration // kill + delete + cleanup
+}
+
+// Result is a job that ran to a response. Outcome is Succeeded unless Run
+// also returned an error.
+type Result struct {
+	SandboxID  string
+	Response   *wire.Response
+	ExitStatus int
+	Timings    Timings
+}
+
+// errTimeout is the cause of a job context that hit its deadline.
+var errTimeout = errors.New("job deadline exceeded")
+
+// waitGrace is how long the agent may take to exit after answering.
+const waitGrace = 2 * time.Second
+
+// Run runs job in a fresh sandbox and destroys the sandbox before
+// returning. A non-nil error is an *Error whose Outcome classifies the
+// failure; the Result is returned either way, for its timings.
+func (m *Manager) Run(ctx context.Context, job Job) (*Result, error) {
+	lim := job.Limits
+	if lim == (Limits{}) {
+		lim = m.cfg.Limits
+	}
+	lim = lim.WithDefaults()
+	res := &Result{ExitStatus: -1}
+	t0 := time.Now()
+	sb, err := m.Prepare(ctx, lim)
+	res.Timings.Create = time.Since(t0)
+	if err != nil {
+		if o := ctxOutcome(ctx); o != "" {
+			return res, fail(o, err, "the job ended before its sandbox was created")
+		}
+		return res, fail(SandboxFailure, err, "creating the sandbox")
+	}
+	res.SandboxID = sb.ID
+	log := m.log.With("sandbox_id", sb.ID)
+	defer func() {
+		t := time.Now()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := sb.Destroy(cctx); derr != nil {
+			log.Error("destroying sandbox", "err", derr)
+		}
+		res.Timings.Teardown = time.Since(t)
+	}()
+	err = m.runIn(ctx, sb, job, res)
+	if err != nil {
+		log.Info("sandbox job failed", "outcome", OutcomeOf(err), "err", err)
+	}
+	return res, err
+}
+
+// RunIn runs job in a sandbox from Prepare (for instance from a pool) and
+// destroys it before returning. The sandbox's limits apply, not job.Limits.
+func (m *Manager) RunIn(ctx context.Context, sb *Sandbox, job Job) (*Result, error) {
+	res := &Result{ExitStatus: -1, SandboxID: sb.ID}
+	defer func() {
+		t := time.Now()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := sb.Destroy(cctx); derr != nil {
+			m.log.Error("destroying sandbox", "sandbox_id", sb.ID, "err", derr)
+		}
+		res.Timings.Teardown = time.Since(t)
+	}()
+	return res, m.runIn(ctx, sb, job, res)
+}
+
+// ctxOutcome tells a canceled job from a timed-out one by the context's
+// cause; "" while the context is alive.
+func ctxOutcome(ctx context.Context) Outcome {
+	if ctx.Err() == nil {
+		return ""
+	}
+	if errors.Is(context.Cause(ctx), errTimeout) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return Timeout
+	}
+	return Canceled
+}
+
+func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) error {
+	lim := sb.Limits
+	ctx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errTimeout)
+	defer cancel()
+	// Cleanup calls below run on contexts that survive the job's.
+	bg := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	}
+
+	req := job.Request
+	// The agent is told the limits so an honest one can say output_limit
+	// itself; the host enforces lim whatever the agent does.
+	if req.MaxOutputBytes == 0 {
+		req.MaxOutputBytes = lim.MaxOutputBytes
+	}
+	if req.MaxOutputFiles == 0 {
+		req.MaxOutputFiles = lim.MaxOutputFiles
+	}
+	if req.StderrTail == 0 {
+		req.StderrTail = 4096
+	}
+	input := job.Input
+	if input == nil {
+		input = strings.NewReader("")
+	}
+
+	t := time.Now()
+	if err := sb.Start(ctx); err != nil {
+		if o := ctxOutcome(ctx); o != "" {
+			return fail(o, err, "the job ended while its sandbox started")
+		}
+		return fail(SandboxFailure, err, "starting the sandbox")
+	}
+	res.Timings.Start = time.Since(t)
+
+	t = time.Now()
+	type exchanged struct {
+		resp *wire.Response
+		err  error
+	}
+	exch := make(chan exchanged, 1)
+	go func() {
+		r, err := sb.Exchange(&req, input)
+		exch <- exchanged{r, err}
+	}()
+	waited := make(chan int, 1)
+	go func() {
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), lim.Timeout+time.Minute)
+		defer wcancel()
+		code, err := sb.Wait(wctx)
+		if err != nil {
+			code = -1
+		}
+		waited <- code
+	}()
+
+	kill := func() {
+		kctx, kcancel := bg()
+		defer kcancel()
+		_ = sb.Kill(kctx)
+	}
+
+	var ex exchanged
+	select {
+	case <-ctx.Done():
+		kill()
+		res.Timings.Render = time.Since(t)
+		o := ctxOutcome(ctx)
+		if o == Timeout {
+			return fail(Timeout, nil, "the renderer did not finish within %s", lim.Timeout)
+		}
+		return fail(Canceled, context.Cause(ctx), "the job was canceled")
+	case ex = <-exch:
+	}
+	res.Timings.Render = time.Since(t)
+
+	if errors.Is(ex.err, wire.ErrOutputLimit) {
+		kill()
+		return fail(OutputLimit, ex.err, "the sandbox sent more than %d bytes or %d files", lim.MaxOutputBytes, lim.MaxOutputFiles)
+	}
+	// Give the agent a moment to exit, then make sure it has.
+	select {
+	case res.ExitStatus = <-waited:
+	case <-time.After(waitGrace):
+		kill()
+	}
+	c := sb.counters()
+	if ex.err != nil {
+		switch {
+		case c.OOMKills > 0:
+			return fail(MemoryLimit, nil, "the sandbox went over its memory limit of %d MiB", lim.MemoryBytes>>20)
+		case c.PidsMax > 0:
+			return fail(RenderFailed, nil, "the sandbox hit its limit of %d processes and threads and died", lim.Pids)
+		case errors.Is(ex.err, wire.ErrProtocol):
+			// A sandbox that breaks the protocol is not trusted to say why.
+			return fail(RenderFailed, ex.err, "the sandbox answered with a malformed response")
+		}
+		return &Error{Outcome: SandboxFailure, Msg: "the sandbox ended without answering",
+			Err: fmt.Errorf("%w (exit status %d, stderr: %s)", ex.err, res.ExitStatus, tailOf(sb.Stderr(), 1024))}
+	}
+	res.Response = ex.resp
+	r := ex.resp.Result
+	switch {
+	case r.OutputLimit:
+		return &Error{Outcome: OutputLimit, Msg: r.Error}
+	case r.Signal == int(syscall.SIGKILL) || c.OOMKills > 0:
+		// Nobody inside sends SIGKILL but gVisor's own OOM killer.
+		return &Error{Outcome: MemoryLimit, Stderr: r.StderrTail,
+			Msg: fmt.Sprintf("the renderer was killed at %d MiB resident; the sandbox limit is %d MiB", r.MaxRSSKiB>>10, lim.MemoryBytes>>20)}
+	case r.Signal != 0:
+		return &Error{Outcome: RenderFailed, Stderr: r.StderrTail,
+			Msg: fmt.Sprintf("the renderer died of signal %d: %s", r.Signal, tailOf(r.StderrTail, 512))}
+	case r.ExitCode != 0:
+		return &Error{Outcome: RenderFailed, Stderr: r.StderrTail,
+			Msg: fmt.Sprintf("the renderer exited with status %d: %s", r.ExitCode, tailOf(r.StderrTail, 512))}
+	case r.Error != "":
+		return &Error{Outcome: RenderFailed, Stderr: r.StderrTail, Msg: r.Error}
+	}
+	return nil
+}
+
+func tailOf(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,66 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Reap removes what a crashed predecessor left behind in this manager's
+// state dir and cgroup parent: containers (`runsc list` → kill →
+// `delete --force`), bundle directories and cgroups. It returns how many
+// containers it deleted. Call it before taking jobs.
+func (m *Manager) Reap(ctx context.Context) (int, error) {
+	var errs []error
+	cs, err := m.runsc.List(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing leftover sandboxes: %w", err))
+	}
+	for _, c := range cs {
+		_ = m.runsc.Kill(ctx, c.ID, KillOpts{Signal: 9, All: true})
+		if err := m.runsc.Delete(ctx, c.ID, DeleteOpts{Force: true}); err != nil {
+			errs = append(errs, fmt.Errorf("deleting leftover sandbox %s: %w", c.ID, err))
+		}
+	}
+	bundles := filepath.Join(m.cfg.StateDir, "bundles")
+	if ents, err := os.ReadDir(bundles); err == nil {
+		for _, e := range ents {
+			if err := os.RemoveAll(filepath.Join(bundles, e.Name())); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, d := range LeftoverCgroups("/" + m.cfg.CgroupParent) {
+		if err := removeCgroupDir(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(cs) > 0 {
+		m.log.Warn("reaped sandboxes left by a predecessor", "count", len(cs))
+	}
+	return len(cs), errors.Join(errs...)
+}
+
+// Leftovers lists what this manager's sandboxes left behind: containers
+// runsc still knows, bundle directories and cgroups. Empty means clean.
+func (m *Manager) Leftovers(ctx context.Context) ([]string, error) {
+	var left []string
+	cs, err := m.runsc.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs {
+		left = append(left, "container "+c.ID+" ("+c.Status+")")
+	}
+	if ents, err := os.ReadDir(filepath.Join(m.cfg.StateDir, "bundles")); err == nil {
+		for _, e := range ents {
+			left = append(left, "bundle "+e.Name())
+		}
+	}
+	for _, d := range LeftoverCgroups("/" + m.cfg.CgroupParent) {
+		left = append(left, "cgroup "+d)
+	}
+	return left, nil
+}

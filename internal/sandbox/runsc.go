@@ -1,0 +1,208 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// Runsc wraps the runsc command line. It holds the global flags; each call
+// takes an options struct whose args() unit tests can check without running
+// anything.
+type Runsc struct {
+	// Path is the absolute path of the runsc binary.
+	Path string
+	// Root is runsc's private state directory (--root); mode 0700.
+	Root string
+	// Platform is the --platform value: "systrap" unless a probe has shown
+	// another one works.
+	Platform string
+	// LogDir, if set, receives runsc's own debug logs (--debug-log).
+	LogDir string
+}
+
+// globalArgs are the flags every call carries. They are the hardening that
+// DESIGN.md fixes: no network, an explicit platform, a private root. Never
+// --rootless or --ignore-cgroups (both silently drop resource limits), never
+// a --TESTONLY-* flag.
+func (r *Runsc) globalArgs() []string {
+	args := []string{
+		"--root=" + r.Root,
+		"--network=none",
+		"--platform=" + r.Platform,
+	}
+	if r.LogDir != "" {
+		args = append(args, "--debug", "--debug-log="+r.LogDir+"/")
+	}
+	return args
+}
+
+// ExitError is a runsc invocation that failed; Stderr keeps what it said.
+type ExitError struct {
+	Args   []string
+	Code   int
+	Stderr string
+}
+
+func (e *ExitError) Error() string {
+	msg := strings.TrimSpace(e.Stderr)
+	if len(msg) > 2048 {
+		msg = "…" + msg[len(msg)-2048:]
+	}
+	return fmt.Sprintf("runsc %s: exit status %d: %s", strings.Join(e.Args, " "), e.Code, msg)
+}
+
+// run runs runsc with the global flags and args, returning stdout.
+func (r *Runsc) run(ctx context.Context, args []string, cfg func(*exec.Cmd)) ([]byte, error) {
+	full := append(r.globalArgs(), args...)
+	cmd := exec.CommandContext(ctx, r.Path, full...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if cfg != nil {
+		cfg(cmd)
+	}
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return stdout.Bytes(), &ExitError{Args: args, Code: ee.ExitCode(), Stderr: stderr.String()}
+		}
+		return stdout.Bytes(), fmt.Errorf("running runsc %s: %w", strings.Join(args, " "), err)
+	}
+	return stdout.Bytes(), nil
+}
+
+// CreateOpts are the options of `runsc create`.
+type CreateOpts struct {
+	Bundle  string
+	PidFile string
+	// Stdin, Stdout and Stderr become the container process's stdio. They
+	// must be *os.File so that runsc hands the descriptors to the sandbox
+	// rather than Go copying through goroutines that outlive the call.
+	Stdin, Stdout, Stderr *os.File
+}
+
+func (o CreateOpts) args(id string) []string {
+	args := []string{"create", "--bundle=" + o.Bundle}
+	if o.PidFile != "" {
+		args = append(args, "--pid-file="+o.PidFile)
+	}
+	return append(args, id)
+}
+
+// Create creates container id from a bundle without starting its process.
+func (r *Runsc) Create(ctx context.Context, id string, o CreateOpts) error {
+	_, err := r.run(ctx, o.args(id), func(c *exec.Cmd) {
+		c.Stdin = o.Stdin
+		if o.Stdout != nil {
+			c.Stdout = o.Stdout
+		}
+		if o.Stderr != nil {
+			c.Stderr = o.Stderr
+		}
+	})
+	return err
+}
+
+// Start starts the created container's process.
+func (r *Runsc) Start(ctx context.Context, id string) error {
+	_, err := r.run(ctx, []string{"start", id}, nil)
+	return err
+}
+
+// Wait blocks until the container's process exits and returns its exit
+// status (128+signal when it was killed by one). The container must have
+// been started.
+func (r *Runsc) Wait(ctx context.Context, id string) (int, error) {
+	out, err := r.run(ctx, []string{"wait", id}, nil)
+	if err != nil {
+		return -1, err
+	}
+	return parseWait(id, out)
+}
+
+func parseWait(id string, out []byte) (int, error) {
+	var res struct {
+		ExitStatus int `json:"exitStatus"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return -1, fmt.Errorf("runsc wait %s: decoding %q: %w", id, out, err)
+	}
+	return res.ExitStatus, nil
+}
+
+// KillOpts are the options of `runsc kill`.
+type KillOpts struct {
+	Signal int
+	All    bool // every process in the container, not just its init
+}
+
+func (o KillOpts) args(id string) []string {
+	args := []string{"kill"}
+	if o.All {
+		args = append(args, "--all")
+	}
+	sig := o.Signal
+	if sig == 0 {
+		sig = 9
+	}
+	return append(args, id, strconv.Itoa(sig))
+}
+
+// Kill signals the container.
+func (r *Runsc) Kill(ctx context.Context, id string, o KillOpts) error {
+	_, err := r.run(ctx, o.args(id), nil)
+	return err
+}
+
+// DeleteOpts are the options of `runsc delete`.
+type DeleteOpts struct {
+	Force bool // delete even if it is running (kills it first)
+}
+
+func (o DeleteOpts) args(id string) []string {
+	args := []string{"delete"}
+	if o.Force {
+		args = append(args, "--force")
+	}
+	return append(args, id)
+}
+
+// Delete deletes the container and releases its resources, cgroups
+// included.
+func (r *Runsc) Delete(ctx context.Context, id string, o DeleteOpts) error {
+	_, err := r.run(ctx, o.args(id), nil)
+	return err
+}
+
+// ContainerState is one entry of `runsc list --format=json` / `runsc state`.
+type ContainerState struct {
+	ID     string `json:"id"`
+	Pid    int    `json:"pid"`
+	Status string `json:"status"`
+	Bundle string `json:"bundle"`
+}
+
+// List lists the containers under Root.
+func (r *Runsc) List(ctx context.Context) ([]ContainerState, error) {
+	if _, err := os.Stat(r.Root); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	out, err := r.run(ctx, []string{"list", "--format=json"}, nil)
+	if err != nil {
+		return nil, err
+	}
+	var cs []ContainerState
+	if s := bytes.TrimSpace(out); len(s) > 0 && !bytes.Equal(s, []byte("null")) {
+		if err := json.Unmarshal(s, &cs); err != nil {
+			return nil, fmt.Errorf("runsc list: decoding %q: %w", out, err)
+		}
+	}
+	return cs, nil
+}

@@ -1,0 +1,280 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// State is a sandbox's place in its life. Transitions only go forward:
+// New → Created → Running → Stopped → Destroyed; Destroy is allowed from
+// any state and is idempotent.
+type State int
+
+const (
+	StateNew State = iota
+	StateCreated
+	StateRunning
+	StateStopped
+	StateDestroyed
+)
+
+func (s State) String() string {
+	return [...]string{"new", "created", "running", "stopped", "destroyed"}[s]
+}
+
+// Sandbox is one single-use gVisor container. It serves exactly one request.
+type Sandbox struct {
+	ID     string
+	Limits Limits
+
+	runsc  *Runsc
+	bundle string // bundle directory, removed by Destroy
+	cgroup string // cgroupsPath of the spec
+
+	mu    sync.Mutex
+	state State
+
+	// Host ends of the container's stdio.
+	stdin  *os.File
+	stdout *os.File
+	stderr *ring
+	// The container's ends, closed once runsc create has handed them over.
+	childFiles []*os.File
+
+	// The `runsc wait` started with the agent.
+	exited   chan struct{}
+	exitCode int
+	waitErr  error
+	stopWait context.CancelFunc
+
+	destroyOnce sync.Once
+	destroyErr  error
+}
+
+// State returns the sandbox's current state.
+func (s *Sandbox) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// transition moves from one of the states in from to the state to.
+func (s *Sandbox) transition(to State, from ...State) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range from {
+		if s.state == f {
+			s.state = to
+			return nil
+		}
+	}
+	return fmt.Errorf("sandbox %s: cannot go to %s from %s", s.ID, to, s.state)
+}
+
+// writeBundle writes the bundle directory: config.json and nothing else.
+// The root is the shared rootfs, referenced by absolute path.
+func writeBundle(dir string, o SpecOptions) error {
+	spec, err := BuildSpec(o)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating bundle: %w", err)
+	}
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding spec: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
+		return fmt.Errorf("writing bundle: %w", err)
+	}
+	return nil
+}
+
+// create runs `runsc create` with fresh pipes as the container's stdio.
+// After it the sandbox exists (its Sentry and gofer are running) but the
+// agent has not started: this is the step a pool can take ahead of a job.
+func (s *Sandbox) create(ctx context.Context) error {
+	if err := s.transition(StateCreated, StateNew); err != nil {
+		return err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return err
+	}
+	s.stdin, s.stdout = inW, outR
+	s.childFiles = []*os.File{inR, outW, errW}
+	s.stderr = &ring{n: 16 << 10}
+	go func() { _, _ = io.Copy(s.stderr, errR); errR.Close() }()
+
+	err = s.runsc.Create(ctx, s.ID, CreateOpts{Bundle: s.bundle, Stdin: inR, Stdout: outW, Stderr: errW})
+	// The sandbox holds its own copies now; ours would keep the pipes open.
+	for _, f := range s.childFiles {
+		f.Close()
+	}
+	s.childFiles = nil
+	if err != nil {
+		// runsc create reports on the container's stderr, which is ours.
+		time.Sleep(50 * time.Millisecond)
+		return fmt.Errorf("%w (stderr: %s)", err, strings.TrimSpace(s.stderr.String()))
+	}
+	return nil
+}
+
+// Start starts the agent in a created sandbox, and a `runsc wait` right
+// after it (runsc refuses to wait on a container that has not started).
+// If the agent is gone before the wait attaches, Wait reports ErrGone.
+func (s *Sandbox) Start(ctx context.Context) error {
+	if err := s.transition(StateRunning, StateCreated); err != nil {
+		return err
+	}
+	if err := s.runsc.Start(ctx, s.ID); err != nil {
+		return err
+	}
+	s.exited = make(chan struct{})
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopWait = cancel
+	go func() {
+		defer close(s.exited)
+		s.exitCode, s.waitErr = s.runsc.Wait(wctx, s.ID)
+		var ee *ExitError
+		if errors.As(s.waitErr, &ee) && strings.Contains(ee.Stderr, "no longer running") {
+			s.waitErr = ErrGone
+		}
+	}()
+	return nil
+}
+
+// ErrGone means the sandbox exited before its exit status could be read.
+var ErrGone = errors.New("sandbox exited before its status was read")
+
+// Exchange sends the request and reads the response with the sandbox's
+// output caps. It returns an error wrapping wire.ErrOutputLimit as soon as
+// the sandbox sends too much; the caller then kills it.
+func (s *Sandbox) Exchange(req *wire.Request, input io.Reader) (*wire.Response, error) {
+	if s.State() != StateRunning {
+		return nil, fmt.Errorf("sandbox %s: exchange in state %s", s.ID, s.State())
+	}
+	werr := make(chan error, 1)
+	go func() {
+		err := wire.WriteRequest(s.stdin, req, input)
+		s.stdin.Close()
+		werr <- err
+	}()
+	resp, err := wire.ReadResponse(s.stdout, wire.Limits{
+		MaxBytes: s.Limits.MaxOutputBytes, MaxFiles: s.Limits.MaxOutputFiles,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The agent answers only after reading the whole request.
+	if err := <-werr; err != nil {
+		return nil, fmt.Errorf("sending request: %w", err)
+	}
+	return resp, nil
+}
+
+// Wait waits for the agent to exit and returns its exit status.
+func (s *Sandbox) Wait(ctx context.Context) (int, error) {
+	if s.exited == nil {
+		return -1, fmt.Errorf("sandbox %s: wait in state %s", s.ID, s.State())
+	}
+	select {
+	case <-s.exited:
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+	if s.waitErr == nil || errors.Is(s.waitErr, ErrGone) {
+		_ = s.transition(StateStopped, StateRunning)
+	}
+	return s.exitCode, s.waitErr
+}
+
+// Kill kills every process in the sandbox.
+func (s *Sandbox) Kill(ctx context.Context) error {
+	return s.runsc.Kill(ctx, s.ID, KillOpts{Signal: 9, All: true})
+}
+
+// Stderr returns the tail of what runsc and the container wrote to stderr.
+func (s *Sandbox) Stderr() string {
+	if s.stderr == nil {
+		return ""
+	}
+	return s.stderr.String()
+}
+
+// counters reads the cgroup's OOM and pids counters; call before Destroy.
+func (s *Sandbox) counters() counters { return readCounters(s.cgroup) }
+
+// Destroy kills and deletes the container, closes the pipes, and removes the
+// bundle and the cgroups. It tries every step whatever fails, joins the
+// errors, and does the work once; later calls return the first result.
+// Pass a fresh context: cleanup must run even when the job's is dead.
+func (s *Sandbox) Destroy(ctx context.Context) error {
+	s.destroyOnce.Do(func() {
+		s.mu.Lock()
+		prev := s.state
+		s.state = StateDestroyed
+		s.mu.Unlock()
+		var errs []error
+		if prev != StateNew {
+			if err := s.runsc.Delete(ctx, s.ID, DeleteOpts{Force: true}); err != nil && s.exists(ctx) {
+				errs = append(errs, err)
+			}
+		}
+		if s.stopWait != nil {
+			s.stopWait()
+		}
+		for _, f := range []*os.File{s.stdin, s.stdout} {
+			if f != nil {
+				f.Close()
+			}
+		}
+		if err := os.RemoveAll(s.bundle); err != nil {
+			errs = append(errs, fmt.Errorf("removing bundle: %w", err))
+		}
+		if err := removeCgroup(s.cgroup); err != nil {
+			errs = append(errs, err)
+		}
+		s.destroyErr = errors.Join(errs...)
+	})
+	return s.destroyErr
+}
+
+// exists reports whether runsc still knows the container.
+func (s *Sandbox) exists(ctx context.Context) bool {
+	cs, err := s.runsc.List(ctx)
+	if err != nil {
+		return true
+	}
+	for _, c := range cs {
+		if c.ID == s.ID {
+			return true
+		}
+	}
+	return false
+}

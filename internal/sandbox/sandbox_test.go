@@ -1,0 +1,399 @@
+package sandbox_test
+
+// These tests run real sandboxes: real runsc, the real rootfs, real cgroups.
+// testenv.Manager fails each test that leaves a container, bundle or cgroup
+// behind.
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// shJob runs a shell script as the renderer. Only tests do this: the
+// catalogue never builds argv from a shell string.
+func shJob(script string, lim sandbox.Limits) sandbox.Job {
+	return sandbox.Job{
+		Request: wire.Request{
+			Mode:      wire.ModeRender,
+			Argv:      []string{"/bin/sh", "-c", script},
+			Env:       []string{"PATH=/usr/bin:/bin"},
+			InputName: "input",
+		},
+		Limits: lim,
+	}
+}
+
+func wantOutcome(t *testing.T, err error, want sandbox.Outcome) *sandbox.Error {
+	t.Helper()
+	got := sandbox.OutcomeOf(err)
+	if got != want {
+		t.Fatalf("outcome = %s, want %s (err: %v)", got, want, err)
+	}
+	var e *sandbox.Error
+	errors.As(err, &e)
+	return e
+}
+
+func TestIsolationFromInside(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	canary, err := sandbox.NewCanary("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer canary.Close()
+	lim := sandbox.Limits{TmpBytes: 64 << 20}
+	res, err := m.Run(context.Background(), sandbox.Job{
+		Request: wire.Request{Mode: wire.ModeProbe, Probe: &wire.ProbeRequest{
+			Dial:    []string{canary.Addr(), "127.0.0.1:22", "[::1]:80"},
+			FillTmp: 80 << 20,
+		}},
+		Limits: lim,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Response.Result.Probe
+	if p == nil {
+		t.Fatal("no probe report")
+	}
+	// The individual facts, asserted here rather than only through
+	// CheckProbe, so a bug there cannot hide one.
+	if p.UID == 0 || p.EUID == 0 || p.GID == 0 {
+		t.Errorf("uid/euid/gid = %d/%d/%d, want non-root", p.UID, p.EUID, p.GID)
+	}
+	for name, v := range map[string]string{"CapInh": p.CapInh, "CapPrm": p.CapPrm, "CapEff": p.CapEff, "CapBnd": p.CapBnd, "CapAmb": p.CapAmb} {
+		if v != "0000000000000000" {
+			t.Errorf("%s = %q, want all zero", name, v)
+		}
+	}
+	if p.NoNewPrivs != "1" {
+		t.Errorf("NoNewPrivs = %q, want 1", p.NoNewPrivs)
+	}
+	if len(p.Interfaces) != 1 || p.Interfaces[0] != "lo" {
+		t.Errorf("interfaces = %v, want [lo]", p.Interfaces)
+	}
+	for _, d := range p.Dials {
+		if d.Error == "" {
+			t.Errorf("dial %s from inside the sandbox connected", d.Addr)
+		}
+	}
+	if n := canary.Hits(); n != 0 {
+		t.Errorf("host listener accepted %d connections from the sandbox, want 0", n)
+	}
+	if !strings.Contains(p.RootWriteError, "read-only file system") {
+		t.Errorf("writing the rootfs: %q, want a read-only file system error", p.RootWriteError)
+	}
+	if p.TmpWriteError != "" {
+		t.Errorf("writing /tmp: %v, want success", p.TmpWriteError)
+	}
+	if p.TmpSizeBytes != 64<<20 || p.TmpFillError != "ENOSPC" || p.TmpFilled > 64<<20 {
+		t.Errorf("/tmp size %d, filled %d then %q; want size 64 MiB and ENOSPC before 64 MiB", p.TmpSizeBytes, p.TmpFilled, p.TmpFillError)
+	}
+	if !strings.Contains(p.KernelLog, "Starting gVisor") {
+		t.Errorf("kernel log %q does not come from gVisor (uname %s %s)", p.KernelLog, p.Sysname, p.Release)
+	}
+	for _, c := range sandbox.CheckProbe(p, lim, canary.Hits()) {
+		if !c.Pass {
+			t.Errorf("self-test check %q failed: %s", c.Name, c.Detail)
+		}
+	}
+}
+
+func TestSelfTestPasses(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	checks, err := m.SelfTest(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(checks) < 10 {
+		t.Errorf("self-test ran %d checks, want at least 10", len(checks))
+	}
+	for _, c := range sandbox.Failed(checks) {
+		t.Errorf("FAIL %s: %s", c.Name, c.Detail)
+	}
+}
+
+func TestEndlessLoopTimesOut(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	const timeout = 2 * time.Second
+	start := time.Now()
+	res, err := m.Run(context.Background(), shJob("while :; do :; done", sandbox.Limits{Timeout: timeout}))
+	total := time.Since(start)
+	wantOutcome(t, err, sandbox.Timeout)
+	if res.Timings.Start+res.Timings.Render+res.Timings.Teardown > timeout+time.Second {
+		t.Errorf("start+render+teardown took %v (%+v), want within deadline %v + 1s", total, res.Timings, timeout)
+	}
+}
+
+func TestMemoryHog(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	// perl-base is in every Debian rootfs; a 1 GiB string in a 256 MiB box.
+	job := sandbox.Job{
+		Request: wire.Request{
+			Mode: wire.ModeRender, InputName: "input",
+			Argv: []string{"/usr/bin/perl", "-e", `my $x = "a" x (1024*1024*1024); print length($x)`},
+		},
+		Limits: sandbox.Limits{MemoryBytes: 256 << 20, Timeout: 30 * time.Second},
+	}
+	_, err := m.Run(context.Background(), job)
+	wantOutcome(t, err, sandbox.MemoryLimit)
+}
+
+func TestForkBombIsContained(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Pids: 128, NProc: 256, Timeout: 5 * time.Second}
+	sb, err := m.Prepare(context.Background(), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Watch the sandbox's host footprint while the bomb goes off.
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			if n, err := sb.Pids(); err == nil && n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	_, err = m.RunIn(context.Background(), sb, shJob(`f() { f | f & }; f; sleep 20`, lim))
+	close(stop)
+	<-watched
+	if sandbox.OutcomeOf(err) == sandbox.Succeeded {
+		t.Fatal("fork bomb succeeded, want the job to fail")
+	}
+	t.Logf("fork bomb ended as %s after peaking at %d host tasks: %v", sandbox.OutcomeOf(err), peak.Load(), err)
+	if sandbox.OutcomeOf(err).Retryable() {
+		t.Errorf("fork bomb ended as retryable %s; a hostile job must not run twice", sandbox.OutcomeOf(err))
+	}
+	if p := peak.Load(); p == 0 || p > lim.Pids {
+		t.Errorf("the sandbox peaked at %d host tasks, want between 1 and its limit %d", p, lim.Pids)
+	}
+	// The host still forks and still runs sandboxes.
+	if err := exec.Command("/bin/true").Run(); err != nil {
+		t.Errorf("the host cannot fork after the bomb: %v", err)
+	}
+	if _, err := m.Run(context.Background(), shJob("true", sandbox.Limits{})); err != nil {
+		t.Errorf("a job after the fork bomb failed: %v", err)
+	}
+}
+
+func TestOutputFloodAgentLimit(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	_, err := m.Run(context.Background(), shJob("head -c 20000000 /dev/zero > /tmp/out/big",
+		sandbox.Limits{MaxOutputBytes: 1 << 20}))
+	wantOutcome(t, err, sandbox.OutputLimit)
+}
+
+func TestOutputFloodHostCap(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	// The agent is told it may send 100 MB; the host reads at most 1 MiB
+	// and must kill the sandbox the moment the stream passes that.
+	job := shJob("head -c 20000000 /dev/zero > /tmp/out/big", sandbox.Limits{MaxOutputBytes: 1 << 20})
+	job.Request.MaxOutputBytes = 100 << 20
+	_, err := m.Run(context.Background(), job)
+	e := wantOutcome(t, err, sandbox.OutputLimit)
+	if !errors.Is(e, wire.ErrOutputLimit) {
+		t.Errorf("output_limit did not come from the host's reader: %v", err)
+	}
+}
+
+func TestRendererCannotForgeTheAgentsStdout(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	// The agent is pid 1 and non-dumpable: its stdout is out of reach.
+	_, err := m.Run(context.Background(), shJob("echo forged > /proc/1/fd/1", sandbox.Limits{}))
+	e := wantOutcome(t, err, sandbox.RenderFailed)
+	if !strings.Contains(e.Stderr, "/proc/1/fd/1") {
+		t.Errorf("stderr tail %q does not show the refused open", e.Stderr)
+	}
+}
+
+func TestFailingRendererReportsStderr(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	_, err := m.Run(context.Background(), shJob("echo 'boom: cannot parse page 3' >&2; exit 3", sandbox.Limits{}))
+	e := wantOutcome(t, err, sandbox.RenderFailed)
+	if !strings.Contains(e.Stderr, "boom: cannot parse page 3") || !strings.Contains(e.Msg, "status 3") {
+		t.Errorf("render_failed = %q with stderr %q, want status 3 and the stderr tail", e.Msg, e.Stderr)
+	}
+}
+
+func TestTmpIsFreshPerJob(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	if _, err := m.Run(context.Background(), shJob("echo secret > /tmp/left-behind && test -s /tmp/left-behind", sandbox.Limits{})); err != nil {
+		t.Fatalf("first job: %v", err)
+	}
+	_, err := m.Run(context.Background(), shJob("ls -la /tmp >&2; test ! -e /tmp/left-behind", sandbox.Limits{}))
+	if err != nil {
+		t.Fatalf("the second job sees the first job's file: %v", err)
+	}
+}
+
+func TestInputInOutputsOut(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	in := strings.Repeat("renderbox ", 300_000) // 3 MB: several frames
+	job := shJob("tr a-z A-Z < /tmp/in/input > /tmp/out/upper.txt && wc -c < /tmp/in/input > /tmp/out/count.txt", sandbox.Limits{})
+	job.Request.InputSize = int64(len(in))
+	job.Input = strings.NewReader(in)
+	res, err := m.Run(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := res.Response.Files
+	if len(files) != 2 || files[0].Name != "count.txt" || files[1].Name != "upper.txt" {
+		t.Fatalf("outputs = %v, want count.txt and upper.txt", names(files))
+	}
+	if got := strings.TrimSpace(string(files[0].Data)); got != "3000000" {
+		t.Errorf("the sandbox saw %s input bytes, want 3000000", got)
+	}
+	if string(files[1].Data) != strings.ToUpper(in) {
+		t.Errorf("upper.txt differs from the upper-cased input")
+	}
+}
+
+func names(fs []wire.File) []string {
+	var n []string
+	for _, f := range fs {
+		n = append(n, f.Name)
+	}
+	return n
+}
+
+func TestCancelKillsTheSandbox(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := m.Run(ctx, shJob("sleep 60", sandbox.Limits{}))
+	wantOutcome(t, err, sandbox.Canceled)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("cancel took effect after %v, want about 1.5s", d)
+	}
+}
+
+func TestPreparedAheadOfTheJob(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	sb, err := m.Prepare(context.Background(), sandbox.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.State() != sandbox.StateCreated {
+		t.Fatalf("prepared sandbox is %s, want created", sb.State())
+	}
+	time.Sleep(200 * time.Millisecond) // the job arrives later
+	res, err := m.RunIn(context.Background(), sb, shJob("echo ok > /tmp/out/ok", sandbox.Limits{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Response.Files) != 1 || string(res.Response.Files[0].Data) != "ok\n" {
+		t.Errorf("outputs = %v", names(res.Response.Files))
+	}
+	if sb.State() != sandbox.StateDestroyed {
+		t.Errorf("after RunIn the sandbox is %s, want destroyed", sb.State())
+	}
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Errorf("a second Destroy failed: %v", err)
+	}
+	if err := sb.Start(context.Background()); err == nil {
+		t.Error("Start after Destroy succeeded, want a state error")
+	}
+}
+
+func TestReapRemovesWhatACrashedWorkerLeft(t *testing.T) {
+	t.Parallel()
+	state := "/run/renderbox-test/reap-" + filepath.Base(t.TempDir())
+	cfg := sandbox.Config{StateDir: state, CgroupParent: "renderbox-test-reap-" + filepath.Base(state)}
+	crashed := testenv.Manager(t, cfg)
+	for i := 0; i < 2; i++ {
+		sb, err := crashed.Prepare(context.Background(), sandbox.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := sb.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Not destroyed: the worker "crashed" here.
+	}
+	left, err := crashed.Leftovers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) < 4 {
+		t.Fatalf("leftovers before reaping = %v, want 2 containers, 2 bundles and their cgroups", left)
+	}
+	successor, err := sandbox.NewManager(sandbox.Config{
+		Runsc: crashed.Runsc().Path, Rootfs: crashed.Config().Rootfs, StateDir: state, CgroupParent: cfg.CgroupParent,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := successor.Reap(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("reaped %d containers, want 2", n)
+	}
+	if left, _ := successor.Leftovers(context.Background()); len(left) != 0 {
+		t.Errorf("after reaping: %v", left)
+	}
+}
+
+func TestRunscFailureIsSandboxFailure(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "runsc")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'runsc: simulated failure' >&2\nexit 128\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := sandbox.NewManager(sandbox.Config{
+		Runsc: fake, Rootfs: testenv.RootfsDir(t),
+		StateDir: "/run/renderbox-test/fake-" + filepath.Base(dir), CgroupParent: "renderbox-test-fake-" + filepath.Base(dir),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll("/run/renderbox-test/fake-" + filepath.Base(dir))
+	_, err = m.Run(context.Background(), shJob("true", sandbox.Limits{}))
+	e := wantOutcome(t, err, sandbox.SandboxFailure)
+	if !sandbox.OutcomeOf(err).Retryable() || !strings.Contains(e.Error(), "simulated failure") {
+		t.Errorf("sandbox_failure = %v, want retryable and runsc's stderr kept", err)
+	}
+	if _, err := os.Stat(filepath.Join("/run/renderbox-test/fake-"+filepath.Base(dir), "bundles")); err == nil {
+		if ents, _ := os.ReadDir(filepath.Join("/run/renderbox-test/fake-"+filepath.Base(dir), "bundles")); len(ents) != 0 {
+			t.Errorf("bundles left after a failed create: %d", len(ents))
+		}
+	}
+}

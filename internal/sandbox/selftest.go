@@ -1,0 +1,168 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// Check is one isolation property and whether the sandbox has it.
+type Check struct {
+	Name   string
+	Pass   bool
+	Detail string
+}
+
+// SelfTest runs the probe in a real sandbox with the manager's production
+// spec and checks every isolation property DESIGN.md promises, from inside.
+// It opens a TCP listener on the host's loopback and asks the probe to
+// connect to it: the connection must fail and the listener must see nothing.
+func (m *Manager) SelfTest(ctx context.Context) ([]Check, error) {
+	canary, err := NewCanary("127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("self-test: %w", err)
+	}
+	defer canary.Close()
+	lim := m.cfg.Limits
+	req := wire.Request{Mode: wire.ModeProbe, Probe: &wire.ProbeRequest{
+		Dial:    []string{canary.Addr()},
+		FillTmp: lim.TmpBytes + 16<<20,
+	}}
+	res, err := m.Run(ctx, Job{Request: req, Limits: lim})
+	if err != nil {
+		return nil, fmt.Errorf("self-test: running the probe: %w", err)
+	}
+	p := res.Response.Result.Probe
+	if p == nil {
+		return nil, fmt.Errorf("self-test: the probe returned no report")
+	}
+	return CheckProbe(p, lim, canary.Hits()), nil
+}
+
+// Canary is a TCP listener on the host that counts the connections it
+// gets. Nothing in a sandbox may ever reach it.
+type Canary struct {
+	ln   net.Listener
+	hits atomic.Int64
+}
+
+// NewCanary listens on addr (e.g. "127.0.0.1:0") and counts connections.
+func NewCanary(addr string) (*Canary, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("opening the canary listener: %w", err)
+	}
+	c := &Canary{ln: ln}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.hits.Add(1)
+			conn.Close()
+		}
+	}()
+	return c, nil
+}
+
+// Addr is the listener's address.
+func (c *Canary) Addr() string { return c.ln.Addr().String() }
+
+// Hits is how many connections it accepted.
+func (c *Canary) Hits() int64 { return c.hits.Load() }
+
+// Close stops listening.
+func (c *Canary) Close() error { return c.ln.Close() }
+
+// CheckProbe judges a probe report against the limits the sandbox ran with.
+// canaryHits is how many connections the host-side listener accepted.
+func CheckProbe(p *wire.ProbeReport, lim Limits, canaryHits int64) []Check {
+	lim = lim.WithDefaults()
+	var cs []Check
+	add := func(name string, pass bool, format string, args ...any) {
+		cs = append(cs, Check{Name: name, Pass: pass, Detail: fmt.Sprintf(format, args...)})
+	}
+	add("non-root user", p.UID != 0 && p.EUID != 0 && p.GID != 0 && p.EGID != 0,
+		"uid=%d euid=%d gid=%d egid=%d", p.UID, p.EUID, p.GID, p.EGID)
+	zero := func(s string) bool { return strings.Trim(s, "0") == "" && s != "" }
+	add("no capabilities", zero(p.CapInh) && zero(p.CapPrm) && zero(p.CapEff) && zero(p.CapBnd) && zero(p.CapAmb),
+		"CapInh=%s CapPrm=%s CapEff=%s CapBnd=%s CapAmb=%s", p.CapInh, p.CapPrm, p.CapEff, p.CapBnd, p.CapAmb)
+	add("no new privileges", p.NoNewPrivs == "1", "NoNewPrivs=%s", p.NoNewPrivs)
+	add("loopback only", len(p.Interfaces) == 1 && p.Interfaces[0] == "lo", "interfaces=%v", p.Interfaces)
+	dialsFailed := len(p.Dials) > 0
+	var dialDetail []string
+	for _, d := range p.Dials {
+		dialsFailed = dialsFailed && d.Error != ""
+		dialDetail = append(dialDetail, fmt.Sprintf("%s: %s", d.Addr, orConnected(d.Error)))
+	}
+	add("no route to the host", dialsFailed && canaryHits == 0,
+		"%s; host listener accepted %d", strings.Join(dialDetail, "; "), canaryHits)
+	add("read-only root", strings.Contains(p.RootWriteError, "read-only file system"),
+		"writing the world-writable /var/tmp of the rootfs: %s", orSucceeded(p.RootWriteError))
+	add("writable /tmp", p.TmpWriteError == "", "writing /tmp: %s", orSucceeded(p.TmpWriteError))
+	capped := p.TmpSizeBytes > 0 && p.TmpSizeBytes <= uint64(lim.TmpBytes) && p.TmpFilled <= lim.TmpBytes && p.TmpFillError == "ENOSPC"
+	add("capped /tmp", capped, "tmpfs size %d MiB (limit %d MiB); filling stopped at %d MiB: %s",
+		p.TmpSizeBytes>>20, lim.TmpBytes>>20, p.TmpFilled>>20, orSucceeded(p.TmpFillError))
+	gvisor := strings.Contains(p.KernelLog, "gVisor")
+	add("gVisor kernel", gvisor, "%s %s; syslog: %q", p.Sysname, p.Release, firstLine(p.KernelLog))
+	var rw []string
+	rootRO := false
+	for _, mnt := range p.Mounts {
+		f := strings.Fields(mnt)
+		if len(f) < 4 {
+			continue
+		}
+		ro := strings.Contains(","+f[3]+",", ",ro,")
+		if f[1] == "/" {
+			rootRO = ro
+		}
+		// Writable is fine only for file systems that live inside the
+		// sandbox's own kernel; anything else would be host storage.
+		if !ro && !sandboxLocalFS[f[2]] {
+			rw = append(rw, f[1]+" ("+f[2]+")")
+		}
+	}
+	add("no writable host mount", rootRO && len(rw) == 0, "root read-only: %v; writable host-backed mounts: %v", rootRO, rw)
+	return cs
+}
+
+// sandboxLocalFS are file systems gVisor implements in its own kernel: a
+// writable one holds nothing of the host's.
+var sandboxLocalFS = map[string]bool{
+	"tmpfs": true, "dev": true, "proc": true, "sysfs": true, "devpts": true, "mqueue": true, "devtmpfs": true, "cgroup": true,
+}
+
+// Failed returns the checks that did not pass.
+func Failed(cs []Check) []Check {
+	var f []Check
+	for _, c := range cs {
+		if !c.Pass {
+			f = append(f, c)
+		}
+	}
+	return f
+}
+
+func orConnected(s string) string {
+	if s == "" {
+		return "CONNECTED"
+	}
+	return s
+}
+
+func orSucceeded(s string) string {
+	if s == "" {
+		return "succeeded"
+	}
+	return s
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}

@@ -1,0 +1,144 @@
+package sandbox
+
+import (
+	"fmt"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Limits bound one sandbox. The manager enforces Timeout and the output caps;
+// the rest go into the OCI spec as cgroup limits, rlimits and mount options.
+type Limits struct {
+	// Timeout is the wall time from start to result, enforced by the host
+	// (kill, then delete --force). Default 60s.
+	Timeout time.Duration
+	// MemoryBytes is the cgroup memory limit of the whole sandbox, the
+	// user-space kernel included. Default 1 GiB.
+	MemoryBytes int64
+	// CPUs is the CPU quota in cores. Default 1.
+	CPUs float64
+	// Pids is the cgroup pids limit. It counts the sandbox's host threads and
+	// processes (the Sentry's included), not only the renderer's. Default 512.
+	Pids int64
+	// TmpBytes caps the /tmp tmpfs, which holds the input, the scratch space
+	// and the outputs. Default 256 MiB.
+	TmpBytes int64
+	// MaxOutputBytes and MaxOutputFiles cap what is read back. Defaults
+	// 64 MiB and 1000 files.
+	MaxOutputBytes int64
+	MaxOutputFiles int
+	// NoFile is RLIMIT_NOFILE inside. Default 1024.
+	NoFile uint64
+	// NProc is RLIMIT_NPROC inside. Default 512.
+	NProc uint64
+}
+
+// WithDefaults fills zero fields with their defaults.
+func (l Limits) WithDefaults() Limits {
+	def := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if l.Timeout == 0 {
+		l.Timeout = 60 * time.Second
+	}
+	def(&l.MemoryBytes, 1<<30)
+	def(&l.Pids, 512)
+	def(&l.TmpBytes, 256<<20)
+	def(&l.MaxOutputBytes, 64<<20)
+	if l.CPUs == 0 {
+		l.CPUs = 1
+	}
+	if l.MaxOutputFiles == 0 {
+		l.MaxOutputFiles = 1000
+	}
+	if l.NoFile == 0 {
+		l.NoFile = 1024
+	}
+	if l.NProc == 0 {
+		l.NProc = 512
+	}
+	return l
+}
+
+// SpecOptions is everything BuildSpec needs.
+type SpecOptions struct {
+	RootfsPath  string   // the shared renderer rootfs, mounted read-only
+	Args        []string // the agent's argv
+	UID, GID    uint32   // non-root; 65534 by default
+	CgroupsPath string   // where runsc puts this sandbox's cgroups
+	Limits      Limits
+}
+
+// AgentPath is where rootfs/build.sh installs the agent.
+const AgentPath = "/usr/local/bin/renderbox-agent"
+
+// BuildSpec returns the hardened OCI spec of one sandbox (DESIGN.md, "The
+// sandbox manager"). Nothing in it comes from user input.
+func BuildSpec(o SpecOptions) (*specs.Spec, error) {
+	if o.UID == 0 || o.GID == 0 {
+		return nil, fmt.Errorf("building spec: uid/gid %d/%d: the renderer must not run as root", o.UID, o.GID)
+	}
+	if o.RootfsPath == "" || o.CgroupsPath == "" || len(o.Args) == 0 {
+		return nil, fmt.Errorf("building spec: rootfs, cgroups path and args are required")
+	}
+	l := o.Limits.WithDefaults()
+	period := uint64(100_000)
+	quota := int64(l.CPUs * float64(period))
+	mem := l.MemoryBytes
+	noCaps := []string{}
+	return &specs.Spec{
+		Version:  specs.Version,
+		Hostname: "renderbox",
+		Root:     &specs.Root{Path: o.RootfsPath, Readonly: true},
+		Process: &specs.Process{
+			Terminal: false,
+			User:     specs.User{UID: o.UID, GID: o.GID},
+			Args:     o.Args,
+			Env: []string{
+				"PATH=/usr/local/bin:/usr/bin:/bin",
+				"HOME=/tmp",
+				"LANG=C.UTF-8",
+			},
+			Cwd: "/",
+			// All five sets empty. A nil struct would let the runtime pick
+			// its defaults, so it is spelled out.
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding: noCaps, Effective: noCaps, Inheritable: noCaps,
+				Permitted: noCaps, Ambient: noCaps,
+			},
+			NoNewPrivileges: true,
+			Rlimits: []specs.POSIXRlimit{
+				{Type: "RLIMIT_NOFILE", Hard: l.NoFile, Soft: l.NoFile},
+				{Type: "RLIMIT_NPROC", Hard: l.NProc, Soft: l.NProc},
+				{Type: "RLIMIT_FSIZE", Hard: uint64(l.TmpBytes), Soft: uint64(l.TmpBytes)},
+				{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},
+			},
+		},
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "noexec", "strictatime", "mode=755", "size=65536k"}},
+			// tmpfs defaults to half the host's RAM: always say size=.
+			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{
+				"nosuid", "nodev", "mode=1777", fmt.Sprintf("size=%d", l.TmpBytes),
+			}},
+		},
+		Linux: &specs.Linux{
+			CgroupsPath: o.CgroupsPath,
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace},
+				{Type: specs.NetworkNamespace}, // empty: --network=none
+				{Type: specs.IPCNamespace},
+				{Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace},
+			},
+			Resources: &specs.LinuxResources{
+				Memory: &specs.LinuxMemory{Limit: &mem},
+				CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
+				Pids:   &specs.LinuxPids{Limit: &l.Pids},
+			},
+		},
+	}, nil
+}

@@ -1,0 +1,172 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+func TestGlobalArgs(t *testing.T) {
+	t.Parallel()
+	r := &Runsc{Path: "/usr/local/bin/runsc", Root: "/run/x/runsc", Platform: "systrap"}
+	got := r.globalArgs()
+	want := []string{"--root=/run/x/runsc", "--network=none", "--platform=systrap"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("globalArgs = %v, want %v", got, want)
+	}
+	for _, a := range got {
+		for _, bad := range []string{"--rootless", "--ignore-cgroups", "--TESTONLY", "host"} {
+			if strings.Contains(a, bad) {
+				t.Errorf("global flag %q contains %q", a, bad)
+			}
+		}
+	}
+}
+
+func TestCallArgs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		got, want []string
+	}{
+		{CreateOpts{Bundle: "/b"}.args("id1"), []string{"create", "--bundle=/b", "id1"}},
+		{CreateOpts{Bundle: "/b", PidFile: "/p"}.args("id1"), []string{"create", "--bundle=/b", "--pid-file=/p", "id1"}},
+		{KillOpts{}.args("id1"), []string{"kill", "id1", "9"}},
+		{KillOpts{Signal: 15, All: true}.args("id1"), []string{"kill", "--all", "id1", "15"}},
+		{DeleteOpts{Force: true}.args("id1"), []string{"delete", "--force", "id1"}},
+		{DeleteOpts{}.args("id1"), []string{"delete", "id1"}},
+	} {
+		if !reflect.DeepEqual(tc.got, tc.want) {
+			t.Errorf("args = %v, want %v", tc.got, tc.want)
+		}
+	}
+}
+
+func TestBuildSpecIsHardened(t *testing.T) {
+	t.Parallel()
+	s, err := BuildSpec(SpecOptions{
+		RootfsPath: "/var/lib/renderbox/rootfs/x/rootfs", Args: []string{AgentPath},
+		UID: 65534, GID: 65534, CgroupsPath: "/renderbox/rbx-1",
+		Limits: Limits{MemoryBytes: 300 << 20, Pids: 99, TmpBytes: 7 << 20, CPUs: 0.5},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Root.Readonly {
+		t.Error("root is writable")
+	}
+	p := s.Process
+	if p.User.UID != 65534 || p.User.GID != 65534 || len(p.User.AdditionalGids) != 0 {
+		t.Errorf("user = %+v, want 65534:65534 and no extra groups", p.User)
+	}
+	c := p.Capabilities
+	if c == nil || len(c.Bounding)+len(c.Effective)+len(c.Inheritable)+len(c.Permitted)+len(c.Ambient) != 0 ||
+		c.Bounding == nil || c.Effective == nil || c.Inheritable == nil || c.Permitted == nil || c.Ambient == nil {
+		t.Errorf("capabilities = %+v, want all five sets present and empty", c)
+	}
+	if !p.NoNewPrivileges {
+		t.Error("noNewPrivileges is off")
+	}
+	if p.Terminal {
+		t.Error("terminal is on")
+	}
+	rl := map[string]uint64{}
+	for _, r := range p.Rlimits {
+		rl[r.Type] = r.Hard
+	}
+	for _, name := range []string{"RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_CORE"} {
+		if _, ok := rl[name]; !ok {
+			t.Errorf("no %s", name)
+		}
+	}
+	if rl["RLIMIT_CORE"] != 0 {
+		t.Errorf("RLIMIT_CORE = %d, want 0", rl["RLIMIT_CORE"])
+	}
+	var tmp *specs.Mount
+	for i, m := range s.Mounts {
+		if m.Type == "bind" || m.Type == "rbind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind") {
+			t.Errorf("host bind mount %+v", m)
+		}
+		if m.Destination == "/tmp" {
+			tmp = &s.Mounts[i]
+		}
+	}
+	if tmp == nil || tmp.Type != "tmpfs" || !slices.Contains(tmp.Options, "size=7340032") ||
+		!slices.Contains(tmp.Options, "nosuid") || !slices.Contains(tmp.Options, "nodev") {
+		t.Errorf("/tmp mount = %+v, want a nosuid,nodev tmpfs with size=7340032", tmp)
+	}
+	ns := map[specs.LinuxNamespaceType]bool{}
+	for _, n := range s.Linux.Namespaces {
+		if n.Path != "" {
+			t.Errorf("namespace %s joins %s, want a new one", n.Type, n.Path)
+		}
+		ns[n.Type] = true
+	}
+	for _, want := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.NetworkNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.MountNamespace} {
+		if !ns[want] {
+			t.Errorf("no new %s namespace", want)
+		}
+	}
+	r := s.Linux.Resources
+	if *r.Memory.Limit != 300<<20 || *r.Pids.Limit != 99 || *r.CPU.Quota != 50_000 || *r.CPU.Period != 100_000 {
+		t.Errorf("resources = mem %d pids %d cpu %d/%d", *r.Memory.Limit, *r.Pids.Limit, *r.CPU.Quota, *r.CPU.Period)
+	}
+	if len(s.Annotations) != 0 {
+		t.Errorf("annotations = %v, want none", s.Annotations)
+	}
+	if s.Linux.CgroupsPath != "/renderbox/rbx-1" {
+		t.Errorf("cgroupsPath = %q", s.Linux.CgroupsPath)
+	}
+}
+
+func TestBuildSpecRefusesRoot(t *testing.T) {
+	t.Parallel()
+	_, err := BuildSpec(SpecOptions{RootfsPath: "/r", Args: []string{"/a"}, CgroupsPath: "/c", UID: 0, GID: 0})
+	if err == nil {
+		t.Error("BuildSpec accepted uid 0")
+	}
+}
+
+func TestVersionCheck(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	old := filepath.Join(dir, "runsc")
+	if err := os.WriteFile(old, []byte("#!/bin/sh\necho 'runsc version release-20220425.0'\necho 'spec: 1.0.2'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := CheckVersion(context.Background(), old)
+	if !errors.Is(err, ErrRunscTooOld) || !strings.Contains(err.Error(), "go install gvisor.dev/gvisor/runsc@"+PinnedRunsc) {
+		t.Errorf("CheckVersion(2022 release) = %v, want ErrRunscTooOld naming the install command", err)
+	}
+	newer := filepath.Join(dir, "runsc-new")
+	_ = os.WriteFile(newer, []byte("#!/bin/sh\necho 'runsc version release-20261101.0'\n"), 0o755)
+	if v, err := CheckVersion(context.Background(), newer); err != nil || v.Date != "20261101" {
+		t.Errorf("CheckVersion(2026-11 release) = %+v, %v; want accepted", v, err)
+	}
+	if _, err := Locate(filepath.Join(dir, "nope")); !errors.Is(err, ErrRunscMissing) || !strings.Contains(err.Error(), "go install") {
+		t.Errorf("Locate(missing) = %v, want ErrRunscMissing naming the install command", err)
+	}
+	if !pseudoRe.MatchString(PinnedRunsc) || PinnedRunsc[7:15] != MinRunscDate {
+		t.Errorf("pinned %s does not match the minimum date %s", PinnedRunsc, MinRunscDate)
+	}
+}
+
+func TestStateMachine(t *testing.T) {
+	t.Parallel()
+	s := &Sandbox{ID: "x"}
+	if err := s.transition(StateRunning, StateCreated); err == nil {
+		t.Error("new → running allowed")
+	}
+	if err := s.transition(StateCreated, StateNew); err != nil {
+		t.Error(err)
+	}
+	if err := s.transition(StateCreated, StateNew); err == nil {
+		t.Error("created → created allowed")
+	}
+}

@@ -1,0 +1,136 @@
+// Package testenv gives tests the real things they need — runsc, the
+// rootfs, a private sandbox manager — and fails (never skips) with the
+// command that gets them when they are missing. It also guards against
+// tests reaching for docker or podman.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/rootfs"
+	"github.com/renderbox/renderbox/internal/sandbox"
+)
+
+// RootfsTree returns the built rootfs tree ($RENDERBOX_ROOTFS or
+// /var/lib/renderbox/rootfs/current).
+func RootfsTree(t testing.TB) string {
+	t.Helper()
+	tree := os.Getenv("RENDERBOX_ROOTFS")
+	if tree == "" {
+		tree = "/var/lib/renderbox/rootfs/current"
+	}
+	if _, err := os.Stat(filepath.Join(rootfs.Dir(tree), rootfs.AgentPath)); err != nil {
+		t.Fatalf("the renderer rootfs is missing at %s (%v); build it with: make rootfs (as root)", tree, err)
+	}
+	return tree
+}
+
+// Runsc returns the runsc binary ($RENDERBOX_RUNSC, $PATH or
+// /usr/local/bin/runsc) after checking its version.
+func Runsc(t testing.TB) string {
+	t.Helper()
+	p, err := sandbox.Locate(os.Getenv("RENDERBOX_RUNSC"))
+	if err != nil {
+		t.Fatalf("%v; or run: make setup", err)
+	}
+	if _, err := sandbox.CheckVersion(context.Background(), p); err != nil {
+		t.Fatalf("%v", err)
+	}
+	return p
+}
+
+// Manager returns a sandbox manager with a private state dir and cgroup
+// parent. When the test ends it fails the test if any container, bundle or
+// cgroup is left over, then removes the parent cgroup.
+func Manager(t testing.TB, cfg sandbox.Config) *sandbox.Manager {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("sandbox tests must run as root (runsc creates cgroups); run them with sudo or as root")
+	}
+	if err := sandbox.CheckCgroups(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Runsc = Runsc(t)
+	if cfg.Rootfs == "" {
+		cfg.Rootfs = rootfs.Dir(RootfsTree(t))
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	suffix := hex.EncodeToString(b[:])
+	if cfg.StateDir == "" {
+		// runsc's state lives under /run like in production; t.TempDir
+		// paths can be too long for the sockets runsc makes.
+		cfg.StateDir = "/run/renderbox-test/" + suffix
+	}
+	if cfg.CgroupParent == "" {
+		cfg.CgroupParent = "renderbox-test-" + suffix
+	}
+	m, err := sandbox.NewManager(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		left, err := m.Leftovers(ctx)
+		if err != nil {
+			t.Errorf("listing leftovers: %v", err)
+		}
+		if len(left) > 0 {
+			t.Errorf("sandboxes left behind after the test: %v", left)
+			_, _ = m.Reap(ctx)
+		}
+		for _, d := range sandbox.ParentCgroupDirs(cfg.CgroupParent) {
+			_ = os.Remove(d)
+		}
+		_ = os.RemoveAll(cfg.StateDir)
+	})
+	return m
+}
+
+// GuardDocker puts docker and podman shims first in $PATH that record any
+// call. Call it from TestMain; the returned func reports calls and must run
+// after the tests.
+func GuardDocker() (check func() error) {
+	dir, err := os.MkdirTemp("", "renderbox-shims-")
+	if err != nil {
+		panic(err)
+	}
+	marker := filepath.Join(dir, "called")
+	for _, name := range []string{"docker", "podman", "docker-compose"} {
+		script := fmt.Sprintf("#!/bin/sh\necho \"%s $*\" >> %s\nexit 97\n", name, marker)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+			panic(err)
+		}
+	}
+	os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return func() error {
+		defer os.RemoveAll(dir)
+		if b, err := os.ReadFile(marker); err == nil {
+			return fmt.Errorf("a container engine was executed during the tests:\n%s", b)
+		}
+		return nil
+	}
+}
+
+// RootfsDir returns the rootfs/ directory of the built tree.
+func RootfsDir(t testing.TB) string { return rootfs.Dir(RootfsTree(t)) }
+
+// Run runs a test package's tests with GuardDocker around them and returns
+// the exit code; call it from TestMain: os.Exit(testenv.Run(m)).
+func Run(m *testing.M) int {
+	check := GuardDocker()
+	code := m.Run()
+	if err := check(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	return code
+}

@@ -1,0 +1,207 @@
+package wire
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+)
+
+// ErrProtocol means the peer broke the protocol: wrong frame order, bad JSON,
+// sizes that do not add up. From a sandbox it is a sign of compromise or a
+// crash and is never trusted further.
+var ErrProtocol = errors.New("protocol violation")
+
+// ErrOutputLimit means the peer sent more output than the caps allow.
+var ErrOutputLimit = errors.New("output over the limit")
+
+func protoErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrProtocol, fmt.Sprintf(format, args...))
+}
+
+// ValidName reports whether name is a plain file name safe to use under a
+// fixed directory: no separators, not "." or "..", printable, short.
+func ValidName(name string) bool {
+	if name == "" || len(name) > 128 || name == "." || name == ".." || path.Base(name) != name {
+		return false
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || r == '/' || r == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// ReadRequest reads a request and copies its input to dst, reading at most
+// maxInput bytes of input whatever the header claims.
+func ReadRequest(r io.Reader, dst io.Writer, maxInput int64) (*Request, error) {
+	fr := NewReader(r)
+	typ, p, err := fr.Next()
+	if err != nil {
+		return nil, fmt.Errorf("reading request header: %w", err)
+	}
+	if typ != TypeRequest {
+		return nil, protoErr("first frame is %q, want %q", typ, TypeRequest)
+	}
+	var req Request
+	if err := json.Unmarshal(p, &req); err != nil {
+		return nil, protoErr("request header: %v", err)
+	}
+	switch req.Mode {
+	case ModeRender:
+		if len(req.Argv) == 0 || !path.IsAbs(req.Argv[0]) {
+			return nil, protoErr("render request needs an absolute argv[0]")
+		}
+		if !ValidName(req.InputName) {
+			return nil, protoErr("input name %q is not a plain file name", req.InputName)
+		}
+	case ModeProbe:
+	default:
+		return nil, protoErr("unknown mode %q", req.Mode)
+	}
+	if req.InputSize < 0 || req.InputSize > maxInput {
+		return nil, protoErr("input size %d outside [0, %d]", req.InputSize, maxInput)
+	}
+	if req.MaxOutputBytes < 0 || req.MaxOutputFiles < 0 || req.StderrTail < 0 {
+		return nil, protoErr("negative limit")
+	}
+	var got int64
+	for got < req.InputSize {
+		typ, p, err := fr.Next()
+		if err != nil {
+			return nil, fmt.Errorf("reading input after %d of %d bytes: %w", got, req.InputSize, err)
+		}
+		if typ != TypeInput {
+			return nil, protoErr("frame %q inside the input", typ)
+		}
+		if got+int64(len(p)) > req.InputSize {
+			return nil, protoErr("input longer than the announced %d bytes", req.InputSize)
+		}
+		if _, err := dst.Write(p); err != nil {
+			return nil, fmt.Errorf("writing input: %w", err)
+		}
+		got += int64(len(p))
+	}
+	return &req, nil
+}
+
+// WriteRequest sends req followed by exactly req.InputSize bytes from input.
+func WriteRequest(w io.Writer, req *Request, input io.Reader) error {
+	if err := WriteJSON(w, TypeRequest, req); err != nil {
+		return err
+	}
+	n, err := WriteChunks(w, TypeInput, io.LimitReader(input, req.InputSize))
+	if err != nil {
+		return fmt.Errorf("sending input: %w", err)
+	}
+	if n != req.InputSize {
+		return fmt.Errorf("sending input: got %d bytes from the source, announced %d", n, req.InputSize)
+	}
+	return nil
+}
+
+// Limits bound what ReadResponse accepts.
+type Limits struct {
+	MaxBytes int64 // total output bytes across files
+	MaxFiles int
+}
+
+// File is an output file received from the sandbox.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// Response is a decoded response.
+type Response struct {
+	Result Result
+	Files  []File
+}
+
+// ReadResponse reads output files and the final result. It stops with an
+// error wrapping ErrOutputLimit as soon as the announced or received bytes
+// pass the limits, so the caller can kill the sandbox before reading more.
+// Every file's size and digest are checked against the result's list.
+func ReadResponse(r io.Reader, lim Limits) (*Response, error) {
+	fr := NewReader(r)
+	resp := &Response{}
+	var total int64
+	var cur *File
+	var curWant int64
+	seen := map[string]bool{}
+	for {
+		typ, p, err := fr.Next()
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("reading response: %w", err)
+		}
+		switch typ {
+		case TypeFile:
+			if cur != nil && int64(len(cur.Data)) != curWant {
+				return nil, protoErr("file %q ended after %d of %d bytes", cur.Name, len(cur.Data), curWant)
+			}
+			var h FileHeader
+			if err := json.Unmarshal(p, &h); err != nil {
+				return nil, protoErr("file header: %v", err)
+			}
+			if !ValidName(h.Name) || seen[h.Name] {
+				return nil, protoErr("bad or repeated file name %q", h.Name)
+			}
+			if h.Size < 0 {
+				return nil, protoErr("file %q has negative size", h.Name)
+			}
+			if len(resp.Files)+1 > lim.MaxFiles {
+				return nil, fmt.Errorf("%w: more than %d files", ErrOutputLimit, lim.MaxFiles)
+			}
+			if total+h.Size > lim.MaxBytes {
+				return nil, fmt.Errorf("%w: more than %d bytes", ErrOutputLimit, lim.MaxBytes)
+			}
+			seen[h.Name] = true
+			resp.Files = append(resp.Files, File{Name: h.Name, Data: make([]byte, 0, h.Size)})
+			cur, curWant = &resp.Files[len(resp.Files)-1], h.Size
+			total += h.Size
+		case TypeData:
+			if cur == nil {
+				return nil, protoErr("data before any file header")
+			}
+			if int64(len(cur.Data)+len(p)) > curWant {
+				return nil, protoErr("file %q longer than its announced %d bytes", cur.Name, curWant)
+			}
+			cur.Data = append(cur.Data, p...)
+		case TypeResult:
+			if cur != nil && int64(len(cur.Data)) != curWant {
+				return nil, protoErr("file %q ended after %d of %d bytes", cur.Name, len(cur.Data), curWant)
+			}
+			if err := json.Unmarshal(p, &resp.Result); err != nil {
+				return nil, protoErr("result: %v", err)
+			}
+			if err := checkManifest(resp); err != nil {
+				return nil, err
+			}
+			return resp, nil
+		default:
+			return nil, protoErr("unexpected frame %q in a response", typ)
+		}
+	}
+}
+
+// checkManifest matches the files received against the result's list.
+func checkManifest(resp *Response) error {
+	if len(resp.Result.Files) != len(resp.Files) {
+		return protoErr("result lists %d files, %d were sent", len(resp.Result.Files), len(resp.Files))
+	}
+	for i, f := range resp.Files {
+		want := resp.Result.Files[i]
+		sum := sha256.Sum256(f.Data)
+		if want.Name != f.Name || want.Size != int64(len(f.Data)) || want.SHA256 != hex.EncodeToString(sum[:]) {
+			return protoErr("file %q does not match the result's manifest", f.Name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package wire
+
+// Modes of a request.
+const (
+	ModeRender = "render" // run Argv over the input, return the files in OutputDir
+	ModeProbe  = "probe"  // report the sandbox's isolation properties
+)
+
+// Fixed paths inside the sandbox. They live on the job's private tmpfs.
+const (
+	InputDir  = "/tmp/in"
+	OutputDir = "/tmp/out"
+	WorkDir   = "/tmp/work"
+)
+
+// Request is the first frame the host sends. InputSize bytes of TypeInput
+// frames follow it.
+type Request struct {
+	Mode string `json:"mode"`
+	// Argv is run without a shell; Argv[0] is an absolute path in the rootfs.
+	Argv []string `json:"argv,omitempty"`
+	// Env is the renderer's whole environment (KEY=value).
+	Env []string `json:"env,omitempty"`
+	// InputName is the file name the input is written to under InputDir.
+	InputName string `json:"input_name,omitempty"`
+	InputSize int64  `json:"input_size"`
+	// MaxOutputBytes and MaxOutputFiles bound what the agent sends back; the
+	// host enforces its own caps regardless.
+	MaxOutputBytes int64 `json:"max_output_bytes"`
+	MaxOutputFiles int   `json:"max_output_files"`
+	// StderrTail is how many bytes of the renderer's stdout+stderr to keep.
+	StderrTail int           `json:"stderr_tail,omitempty"`
+	Probe      *ProbeRequest `json:"probe,omitempty"`
+}
+
+// ProbeRequest asks the probe for active checks beyond the passive report.
+type ProbeRequest struct {
+	// Dial lists TCP addresses the probe tries to connect to; from inside
+	// the sandbox every one of them must fail.
+	Dial []string `json:"dial,omitempty"`
+	// FillTmp, when > 0, makes the probe write up to this many bytes under
+	// /tmp and report how far it got (the tmpfs must stop it earlier).
+	FillTmp int64 `json:"fill_tmp,omitempty"`
+}
+
+// FileHeader announces an output file; Size bytes of TypeData frames follow.
+type FileHeader struct {
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+}
+
+// Result is the last frame of a response.
+type Result struct {
+	// Error is set when the agent itself could not do the job (bad request,
+	// renderer not startable, output unreadable); the renderer's own failure
+	// is an ExitCode != 0 instead.
+	Error string `json:"error,omitempty"`
+	// ExitCode of the renderer, -1 when it was killed by a signal.
+	ExitCode int `json:"exit_code"`
+	// Signal that killed the renderer, 0 if none.
+	Signal int `json:"signal,omitempty"`
+	// OutputLimit is set when the outputs exceeded MaxOutputBytes or
+	// MaxOutputFiles; no files were sent.
+	OutputLimit bool `json:"output_limit,omitempty"`
+	// StderrTail is the end of the renderer's combined stdout and stderr.
+	StderrTail string `json:"stderr_tail,omitempty"`
+	// MaxRSSKiB is the renderer's peak resident set, as the sandbox's kernel
+	// reports it.
+	MaxRSSKiB  int64        `json:"max_rss_kib,omitempty"`
+	DurationMS int64        `json:"duration_ms"`
+	Files      []FileInfo   `json:"files,omitempty"`
+	Probe      *ProbeReport `json:"probe,omitempty"`
+}
+
+// FileInfo lists an output file the agent sent, with its digest.
+type FileInfo struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// ProbeReport is what the probe saw from inside the sandbox.
+type ProbeReport struct {
+	UID, GID, EUID, EGID int
+	Groups               []int
+	// Capability sets as /proc/self/status prints them (hex).
+	CapInh, CapPrm, CapEff, CapBnd, CapAmb string
+	NoNewPrivs                             string
+	Seccomp                                string
+	Interfaces                             []string
+	RootWriteError                         string // empty means writing under / succeeded
+	TmpWriteError                          string // empty means /tmp is writable
+	TmpSizeBytes                           uint64 // tmpfs size from statfs
+	TmpFilled                              int64  // bytes written before the fill stopped
+	TmpFillError                           string
+	Mounts                                 []string
+	Sysname, Release, Version              string
+	KernelLog                              string // the first lines of syslog(2)
+	Dials                                  []DialResult
+	Hostname                               string
+}
+
+// DialResult is one attempted TCP connection.
+type DialResult struct {
+	Addr  string `json:"addr"`
+	Error string `json:"error,omitempty"` // empty means it connected
+}

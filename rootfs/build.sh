@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Builds the renderer root filesystem from Debian bookworm packages with
+# mmdebstrap (no container runtime), installs the agent, and seals the tree
+# with a manifest (package versions + tree digest) that the worker verifies
+# at start.
+#
+# Layout (RENDERBOX_ROOTFS_DIR, default /var/lib/renderbox/rootfs):
+#   <key>/rootfs/         the tree the sandbox mounts read-only
+#   <key>/manifest.json   package versions, agent digest, tree digest
+#   current -> <key>      what the worker uses by default
+# The slow part (mmdebstrap) is cached as a tarball keyed by a digest of its
+# inputs (packages.txt, sources.list, this script) in RENDERBOX_CACHE_DIR.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+out=${RENDERBOX_ROOTFS_DIR:-/var/lib/renderbox/rootfs}
+cache=${RENDERBOX_CACHE_DIR:-/var/cache/renderbox}
+
+die() { echo "rootfs/build.sh: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap needs it to build the tree)"
+command -v mmdebstrap >/dev/null || die "mmdebstrap is missing (try: apt-get install -y mmdebstrap)"
+
+packages=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/packages.txt" | tr -s ' \n' ',' | sed 's/,$//')
+base_key=$(cat "$here/packages.txt" "$here/sources.list" "$here/build.sh" | sha256sum | cut -c1-16)
+base_tar="$cache/rootfs-base-$base_key.tar"
+
+mkdir -p "$cache" "$out"
+if [ ! -s "$base_tar" ]; then
+  echo "rootfs: building base $base_key with mmdebstrap (packages: $packages)"
+  mapfile -t sources < <(grep -v '^#' "$here/sources.list" | sed '/^$/d')
+  mmdebstrap --variant=essential --format=tar --include="$packages" \
+    --aptopt='Acquire::Retries "3"' \
+    --dpkgopt='path-exclude=/usr/share/doc/*' \
+    --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/info/*' \
+    bookworm "$base_tar.tmp" "${sources[@]}"
+  mv "$base_tar.tmp" "$base_tar"
+else
+  echo "rootfs: base $base_key cached at $base_tar"
+fi
+[ "${1:-}" = --base-only ] && exit 0
+
+tmpbin=$(mktemp -d)
+trap 'rm -rf "$tmpbin"' EXIT
+(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$tmpbin/renderbox-agent" ./cmd/agent)
+(cd "$repo" && go build -o "$tmpbin/worker" ./cmd/worker)
+agent_sum=$(sha256sum "$tmpbin/renderbox-agent" | cut -c1-16)
+key="$base_key-$agent_sum"
+dest="$out/$key"
+
+if [ -s "$dest/manifest.json" ]; then
+  echo "rootfs: $dest is up to date"
+else
+  echo "rootfs: assembling $dest"
+  work="$out/.tmp-$key"
+  rm -rf "$work"
+  mkdir -p "$work/rootfs"
+  tar -C "$work/rootfs" -xf "$base_tar"
+  install -m 0755 -o root -g root "$tmpbin/renderbox-agent" "$work/rootfs/usr/local/bin/renderbox-agent"
+  # Mount points the sandbox spec uses; the root itself is read-only.
+  mkdir -p "$work/rootfs/tmp" "$work/rootfs/proc" "$work/rootfs/dev"
+  # Defence in depth: nothing in the tree may raise privileges, even if
+  # noNewPrivileges were ever lost.
+  find "$work/rootfs" -xdev -type f -perm /6000 -exec chmod ug-s {} +
+  dpkg-query --admindir="$work/rootfs/var/lib/dpkg" -W -f='${Package}\t${Version}\n' > "$work/packages.tsv"
+  "$tmpbin/worker" rootfs seal --packages "$work/packages.tsv" --inputs "$base_key" "$work"
+  rm -f "$work/packages.tsv"
+  rm -rf "$dest"
+  mv "$work" "$dest"
+fi
+ln -sfn "$key" "$out/current.tmp" && mv -T "$out/current.tmp" "$out/current"
+# Keep the three newest builds; older ones only take disk.
+ls -1dt "$out"/*-* 2>/dev/null | tail -n +4 | xargs -r rm -rf
+echo "rootfs: ready at $out/current -> $key"

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what renderbox needs on a fresh Debian bookworm machine, as root,
+# idempotently: Debian packages (mmdebstrap, redis-server, poppler-utils),
+# a static runsc at the pinned version, and the renderer rootfs.
+#   scripts/setup.sh            everything
+#   scripts/setup.sh --no-rootfs  skip the rootfs build
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+die() { echo "setup: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "run as root: runsc, cgroups and mmdebstrap need it"
+export PATH=/usr/local/go/bin:/usr/local/bin:$PATH
+command -v go >/dev/null || die "Go 1.26 is required (https://go.dev/doc/install); it builds runsc, the agent and the services"
+
+# Debian packages. poppler-utils on the host is only for the benchmark's
+# native baseline; renderers always run in the sandbox's rootfs.
+missing=()
+for pkg in mmdebstrap redis-server poppler-utils util-linux; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# runsc, static (a cgo build dies in its own chroot), at the pinned version.
+pinned=$(sed -n 's/^[[:space:]]*PinnedRunsc[[:space:]]*=[[:space:]]*"\(.*\)"/\1/p' internal/sandbox/locate.go)
+[ -n "$pinned" ] || die "cannot read PinnedRunsc from internal/sandbox/locate.go"
+if ! go version -m /usr/local/bin/runsc 2>/dev/null | grep -q "gvisor.dev/gvisor[[:space:]]*$pinned" ||
+   go version -m /usr/local/bin/runsc 2>/dev/null | grep -q "CGO_ENABLED=1"; then
+  echo "setup: building runsc $pinned (about a minute)"
+  CGO_ENABLED=0 GOBIN=/usr/local/bin go install "gvisor.dev/gvisor/runsc@$pinned"
+fi
+
+if [ "${1:-}" != --no-rootfs ]; then
+  bash rootfs/build.sh
+fi
+echo "setup: done (runsc $pinned at /usr/local/bin/runsc)"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The full test suite: formatting, vet, every test (against real runsc, the
+# real rootfs and real cgroups) with the race detector, and a short run of
+# each fuzz target. Run as root after scripts/setup.sh (make test does both).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:/usr/local/bin:$PATH
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+go vet ./...
+go test -race -count=1 -timeout 20m ./...
+fuzztime=${FUZZTIME:-10s}
+for target in FuzzReadResponse FuzzReadRequest; do
+  go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" ./internal/wire
+done
