@@ -1,0 +1,73 @@
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Job is the durable record of one render job.
+type Job struct {
+	ID    string // job_<hex>; CreateJob fills it in when empty
+	Owner string // the id of the key that created the job
+
+	Renderer       string
+	Options        json.RawMessage // renderer options as JSON; CreateJob stores {} when empty
+	InputSHA256    string          // hex digest of the input bytes
+	InputSize      int64
+	CallbackURL    string
+	IdempotencyKey string // "" when the client sent none
+
+	State        State
+	ErrorCode    string // set when State is failed or canceled
+	ErrorMessage string
+	Attempts     int // how many times a worker started the job
+
+	CreatedAt  time.Time // CreateJob uses the current time when zero
+	StartedAt  time.Time // start of the latest attempt; zero until one starts
+	FinishedAt time.Time // zero until the job is terminal
+	Outputs    []Output
+}
+
+// Output is one file a job produced, as listed in its manifest.
+type Output struct {
+	Name      string `json:"name"`
+	Size      int64  `json:"size"`
+	SHA256    string `json:"sha256"`
+	MediaType string `json:"media_type"`
+}
+
+// Page sizes of ListJobs.
+const (
+	DefaultListLimit = 20
+	MaxListLimit     = 100
+)
+
+// ListOptions selects a page of ListJobs.
+type ListOptions struct {
+	State  State  // only jobs in this state; "" for all
+	Cursor string // the next cursor of the previous page; "" for the first
+	Limit  int    // page size; <= 0 means DefaultListLimit, above MaxListLimit means MaxListLimit
+}
+
+// FinishOptions is the terminal record of a job.
+type FinishOptions struct {
+	State        State  // succeeded, failed or canceled
+	ErrorCode    string // required for failed; defaults to "canceled" for canceled; empty for succeeded
+	ErrorMessage string
+	Outputs      []Output
+	At           time.Time // finish time; the current time when zero
+}
+
+func (o FinishOptions) check() error {
+	if !o.State.Terminal() {
+		return fmt.Errorf("finish state %q is not terminal (use succeeded, failed or canceled): %w", string(o.State), ErrInvalid)
+	}
+	switch {
+	case o.State == StateFailed && o.ErrorCode == "":
+		return fmt.Errorf("a failed job needs an error code (e.g. internal, render_failed): %w", ErrInvalid)
+	case o.State == StateSucceeded && o.ErrorCode != "":
+		return fmt.Errorf("a succeeded job cannot carry error code %q (finish it as failed): %w", o.ErrorCode, ErrInvalid)
+	}
+	return nil
+}

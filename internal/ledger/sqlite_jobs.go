@@ -1,0 +1,348 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+const jobIDBytes = 16
+
+// maxJobID bounds a job id's length.
+const maxJobID = 128
+
+// validJobID reports whether id is 1 to maxJobID characters of
+// [A-Za-z0-9_-]: ids travel in URLs and as asynq task ids.
+func validJobID(id string) bool {
+	if id == "" || len(id) > maxJobID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// jobColumns is the column list scanJob reads, in order.
+const jobColumns = `id, owner, renderer, options, input_sha256, input_size, callback_url,
+	idempotency_key, state, error_code, error_message, attempts,
+	created_at, started_at, finished_at, outputs`
+
+// live is the SQL set of non-terminal states: the only ones a job may leave.
+const live = `('queued', 'running')`
+
+// CreateJob records j as a queued job; see Store. The owner must be an
+// existing key's id. Fields that belong to the job's life (State, error,
+// Attempts, StartedAt, FinishedAt, Outputs) are ignored.
+func (s *SQLite) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
+	switch {
+	case j.Owner == "":
+		return Job{}, false, fmt.Errorf("create job: empty owner (pass the authenticated key's id): %w", ErrInvalid)
+	case j.Renderer == "":
+		return Job{}, false, fmt.Errorf("create job: empty renderer (name one from the catalogue): %w", ErrInvalid)
+	case j.InputSize < 0:
+		return Job{}, false, fmt.Errorf("create job: negative input size %d: %w", j.InputSize, ErrInvalid)
+	}
+	if len(j.Options) == 0 {
+		j.Options = json.RawMessage(`{}`)
+	}
+	if !json.Valid(j.Options) {
+		return Job{}, false, fmt.Errorf("create job: options are not valid JSON (send a JSON object): %w", ErrInvalid)
+	}
+	if j.ID == "" {
+		h, err := randomHex(jobIDBytes)
+		if err != nil {
+			return Job{}, false, fmt.Errorf("create job: %w", err)
+		}
+		j.ID = "job_" + h
+	}
+	if !validJobID(j.ID) {
+		return Job{}, false, fmt.Errorf("create job: id %q is not 1-%d characters of [A-Za-z0-9_-] (leave Job.ID empty to get a fresh one): %w", j.ID, maxJobID, ErrInvalid)
+	}
+	if j.CreatedAt.IsZero() {
+		j.CreatedAt = now()
+	}
+	j.CreatedAt = fromNanos(toNanos(j.CreatedAt)) // what a read returns
+	j.State, j.ErrorCode, j.ErrorMessage, j.Attempts = StateQueued, "", "", 0
+	j.StartedAt, j.FinishedAt, j.Outputs = time.Time{}, time.Time{}, nil
+
+	created := true
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		// DO NOTHING covers only the (owner, idempotency_key) constraint; a
+		// duplicate id still fails, as it should.
+		res, err := tx.ExecContext(ctx, `INSERT INTO jobs
+			(id, owner, renderer, options, input_sha256, input_size, callback_url,
+			 idempotency_key, state, attempts, created_at, outputs)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '[]')
+			ON CONFLICT (owner, idempotency_key) DO NOTHING`,
+			j.ID, j.Owner, j.Renderer, string(j.Options), j.InputSHA256, j.InputSize, j.CallbackURL,
+			nullString(j.IdempotencyKey), string(StateQueued), toNanos(j.CreatedAt))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		// The owner already sent this idempotency key: answer with that job.
+		created = false
+		j, err = scanJob(tx.QueryRowContext(ctx,
+			"SELECT "+jobColumns+" FROM jobs WHERE owner = ? AND idempotency_key = ?",
+			j.Owner, j.IdempotencyKey))
+		return err
+	})
+	switch code := sqliteCode(err); {
+	case err == nil:
+		return j, created, nil
+	case code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return Job{}, false, fmt.Errorf("create job %s: id already taken (leave Job.ID empty to get a fresh one): %w", j.ID, ErrConflict)
+	case code == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+		return Job{}, false, fmt.Errorf("create job: owner %q is not a known api key (pass the authenticated key's id): %w", j.Owner, ErrInvalid)
+	default:
+		return Job{}, false, fmt.Errorf("create job: %w", err)
+	}
+}
+
+// GetJob returns owner's job id. Another key's job is ErrNotFound.
+func (s *SQLite) GetJob(ctx context.Context, owner, id string) (Job, error) {
+	j, err := scanJob(s.r.QueryRowContext(ctx,
+		"SELECT "+jobColumns+" FROM jobs WHERE id = ? AND owner = ?", id, owner))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Job{}, fmt.Errorf("get job %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("get job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// ListJobs returns a page of owner's jobs, newest first (ties broken by id,
+// descending), and the cursor of the next page, "" after the last one.
+func (s *SQLite) ListJobs(ctx context.Context, owner string, opts ListOptions) ([]Job, string, error) {
+	if owner == "" {
+		return nil, "", fmt.Errorf("list jobs: empty owner (pass the authenticated key's id): %w", ErrInvalid)
+	}
+	limit := opts.Limit
+	switch {
+	case limit <= 0:
+		limit = DefaultListLimit
+	case limit > MaxListLimit:
+		limit = MaxListLimit
+	}
+
+	var (
+		where = []string{"owner = ?"}
+		args  = []any{owner}
+	)
+	if opts.State != "" {
+		if err := opts.State.check(); err != nil {
+			return nil, "", fmt.Errorf("list jobs: %w", err)
+		}
+		where, args = append(where, "state = ?"), append(args, string(opts.State))
+	}
+	if opts.Cursor != "" {
+		c, err := decodeCursor(opts.Cursor)
+		if err != nil {
+			return nil, "", fmt.Errorf("list jobs: %w", err)
+		}
+		// Keyset pagination: strictly after the last row of the previous
+		// page in (created_at DESC, id DESC) order, so rows inserted
+		// meanwhile neither repeat nor shift the page.
+		where, args = append(where, "(created_at, id) < (?, ?)"), append(args, c.createdAt, c.id)
+	}
+	// One row more than the page tells whether another page follows.
+	args = append(args, limit+1)
+
+	rows, err := s.r.QueryContext(ctx, "SELECT "+jobColumns+" FROM jobs WHERE "+
+		strings.Join(where, " AND ")+" ORDER BY created_at DESC, id DESC LIMIT ?", args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list jobs: %w", err)
+	}
+	defer rows.Close()
+	jobs := make([]Job, 0, limit+1)
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("list jobs: %w", err)
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("list jobs: %w", err)
+	}
+	if len(jobs) <= limit {
+		return jobs, "", nil
+	}
+	jobs = jobs[:limit]
+	last := jobs[limit-1]
+	return jobs, encodeCursor(cursor{createdAt: toNanos(last.CreatedAt), id: last.ID}), nil
+}
+
+// MarkRunning records the start of an attempt: from queued, or from running
+// when a crashed worker's task is retried (asynq is at-least-once). Each call
+// that reports true increments Attempts and sets StartedAt. A terminal job —
+// canceled while queued, say — is never resurrected: false, nothing changed.
+func (s *SQLite) MarkRunning(ctx context.Context, id string, at time.Time) (bool, error) {
+	if at.IsZero() {
+		at = now()
+	}
+	var moved bool
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			"UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = ? WHERE id = ? AND state IN "+live,
+			toNanos(at), id)
+		if err != nil {
+			return err
+		}
+		moved, err = changedOrExists(ctx, tx, res, id)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("mark job %s running: %w", id, err)
+	}
+	return moved, nil
+}
+
+// Finish moves job id from queued or running to opts.State. Only the first
+// of racing Finish and Cancel calls reports true; the others report false
+// and change nothing, so a job reaches exactly one terminal state.
+func (s *SQLite) Finish(ctx context.Context, id string, opts FinishOptions) (bool, error) {
+	if err := opts.check(); err != nil {
+		return false, fmt.Errorf("finish job %s: %w", id, err)
+	}
+	if opts.State == StateCanceled && opts.ErrorCode == "" {
+		opts.ErrorCode = ErrorCodeCanceled
+	}
+	if opts.At.IsZero() {
+		opts.At = now()
+	}
+	outputs := opts.Outputs
+	if outputs == nil {
+		outputs = []Output{}
+	}
+	manifest, err := json.Marshal(outputs)
+	if err != nil {
+		return false, fmt.Errorf("finish job %s: encode outputs: %w", id, err)
+	}
+
+	var moved bool
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE jobs
+			SET state = ?, error_code = ?, error_message = ?, outputs = ?, finished_at = ?
+			WHERE id = ? AND state IN `+live,
+			string(opts.State), opts.ErrorCode, opts.ErrorMessage, string(manifest), toNanos(opts.At), id)
+		if err != nil {
+			return err
+		}
+		moved, err = changedOrExists(ctx, tx, res, id)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("finish job %s as %s: %w", id, opts.State, err)
+	}
+	return moved, nil
+}
+
+// Cancel moves owner's queued or running job to canceled and returns it. A
+// job that is already terminal comes back unchanged with ErrConflict; a
+// running job's worker learns of the cancel when its Finish reports false.
+func (s *SQLite) Cancel(ctx context.Context, owner, id string) (Job, error) {
+	var (
+		j     Job
+		moved bool
+	)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE jobs
+			SET state = 'canceled', error_code = ?, error_message = 'canceled by the client', finished_at = ?
+			WHERE id = ? AND owner = ? AND state IN `+live,
+			ErrorCodeCanceled, toNanos(now()), id, owner)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		moved = n == 1
+		j, err = scanJob(tx.QueryRowContext(ctx,
+			"SELECT "+jobColumns+" FROM jobs WHERE id = ? AND owner = ?", id, owner))
+		return err
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Job{}, fmt.Errorf("cancel job %s: %w", id, ErrNotFound)
+	case err != nil:
+		return Job{}, fmt.Errorf("cancel job %s: %w", id, err)
+	case !moved:
+		return j, fmt.Errorf("cancel job %s: job already %s: %w", id, j.State, ErrConflict)
+	}
+	return j, nil
+}
+
+// changedOrExists reports whether the conditional update res changed job id,
+// or ErrNotFound when no such job exists at all.
+func changedOrExists(ctx context.Context, tx *sql.Tx, res sql.Result, id string) (bool, error) {
+	n, err := res.RowsAffected()
+	if err != nil || n == 1 {
+		return n == 1, err
+	}
+	var exists bool
+	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?)", id).Scan(&exists); err != nil {
+		return false, err
+	}
+	if !exists {
+		return false, ErrNotFound
+	}
+	return false, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanJob(row scanner) (Job, error) {
+	var (
+		j                       Job
+		options, state, outputs string
+		idem                    sql.NullString
+		created                 int64
+		started, finished       sql.NullInt64
+	)
+	err := row.Scan(&j.ID, &j.Owner, &j.Renderer, &options, &j.InputSHA256, &j.InputSize, &j.CallbackURL,
+		&idem, &state, &j.ErrorCode, &j.ErrorMessage, &j.Attempts,
+		&created, &started, &finished, &outputs)
+	if err != nil {
+		return Job{}, err
+	}
+	j.Options = json.RawMessage(options)
+	j.IdempotencyKey = idem.String
+	j.State = State(state)
+	j.CreatedAt, j.StartedAt, j.FinishedAt = fromNanos(created), fromNullNanos(started), fromNullNanos(finished)
+	if err := json.Unmarshal([]byte(outputs), &j.Outputs); err != nil {
+		return Job{}, fmt.Errorf("decode outputs of job %s: %w", j.ID, err)
+	}
+	if len(j.Outputs) == 0 {
+		j.Outputs = nil
+	}
+	return j, nil
+}
+
+func nullString(s string) sql.NullString {
+	return sql.NullString{String: s, Valid: s != ""}
+}
+
+// sqliteCode returns the extended result code of a SQLite error, or 0.
+func sqliteCode(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()
+	}
+	return 0
+}
