@@ -5,11 +5,12 @@
 # at start.
 #
 # Layout (RENDERBOX_ROOTFS_DIR, default /var/lib/renderbox/rootfs):
-#   <key>/rootfs/         the tree the sandbox mounts read-only
+#   <key>/rootfs/         the tree the sandbox mounts read-only (base + agent + files/)
 #   <key>/manifest.json   package versions, agent digest, tree digest
 #   current -> <key>      what the worker uses by default
 # The slow part (mmdebstrap) is cached as a tarball keyed by a digest of its
-# inputs (packages.txt, sources.list, this script) in RENDERBOX_CACHE_DIR.
+# inputs (packages.txt, sources.list, the mmdebstrap arguments) in
+# RENDERBOX_CACHE_DIR.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,19 +23,19 @@ die() { echo "rootfs/build.sh: $*" >&2; exit 1; }
 command -v mmdebstrap >/dev/null || die "mmdebstrap is missing (try: apt-get install -y mmdebstrap)"
 
 packages=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/packages.txt" | tr -s ' \n' ',' | sed 's/,$//')
-base_key=$(cat "$here/packages.txt" "$here/sources.list" "$here/build.sh" | sha256sum | cut -c1-16)
+# How the base is made; part of its cache key with the package list and
+# sources, so editing the rest of this script does not rebuild the base.
+base_args=(--variant=essential --format=tar --aptopt='Acquire::Retries "3"'
+  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*'
+  --dpkgopt='path-exclude=/usr/share/info/*')
+base_key=$( (cat "$here/packages.txt" "$here/sources.list"; printf '%s\n' "${base_args[@]}") | sha256sum | cut -c1-16)
 base_tar="$cache/rootfs-base-$base_key.tar"
 
 mkdir -p "$cache" "$out"
 if [ ! -s "$base_tar" ]; then
   echo "rootfs: building base $base_key with mmdebstrap (packages: $packages)"
   mapfile -t sources < <(grep -v '^#' "$here/sources.list" | sed '/^$/d')
-  mmdebstrap --variant=essential --format=tar --include="$packages" \
-    --aptopt='Acquire::Retries "3"' \
-    --dpkgopt='path-exclude=/usr/share/doc/*' \
-    --dpkgopt='path-exclude=/usr/share/man/*' \
-    --dpkgopt='path-exclude=/usr/share/info/*' \
-    bookworm "$base_tar.tmp" "${sources[@]}"
+  mmdebstrap "${base_args[@]}" --include="$packages" bookworm "$base_tar.tmp" "${sources[@]}"
   mv "$base_tar.tmp" "$base_tar"
 else
   echo "rootfs: base $base_key cached at $base_tar"
@@ -45,7 +46,8 @@ tmpbin=$(mktemp -d)
 trap 'rm -rf "$tmpbin"' EXIT
 (cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$tmpbin/renderbox-agent" ./cmd/agent)
 (cd "$repo" && go build -o "$tmpbin/worker" ./cmd/worker)
-agent_sum=$(sha256sum "$tmpbin/renderbox-agent" | cut -c1-16)
+# The tree's key: the base, the agent and the files this repo adds.
+agent_sum=$( (sha256sum "$tmpbin/renderbox-agent" | cut -d' ' -f1; cd "$here/files" && find . -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-16)
 key="$base_key-$agent_sum"
 dest="$out/$key"
 
@@ -58,6 +60,10 @@ else
   mkdir -p "$work/rootfs"
   tar -C "$work/rootfs" -xf "$base_tar"
   install -m 0755 -o root -g root "$tmpbin/renderbox-agent" "$work/rootfs/usr/local/bin/renderbox-agent"
+  # Static files the renderers use (e.g. the Markdown page wrapper).
+  (cd "$here/files" && find . -type f | while read -r f; do
+    install -D -m 0644 -o root -g root "$f" "$work/rootfs/$f"
+  done)
   # Mount points the sandbox spec uses; the root itself is read-only.
   mkdir -p "$work/rootfs/tmp" "$work/rootfs/proc" "$work/rootfs/dev"
   # Defence in depth: nothing in the tree may raise privileges, even if

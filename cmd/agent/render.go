@@ -18,43 +18,29 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// render runs the renderer and streams its outputs to out.
+// render runs the steps (and the browser, if any) and streams the outputs
+// to out.
 func render(req *wire.Request, out *bufio.Writer) *wire.Result {
 	tail := newTail(req.StderrTail)
-	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
-	cmd.Env = req.Env
-	if cmd.Env == nil {
-		cmd.Env = []string{} // never inherit ours
-	}
-	cmd.Dir = wire.WorkDir
-	cmd.Stdout, cmd.Stderr = tail, tail
-	// Its own process group, so whatever it leaves running is killed with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	res := &wire.Result{}
-	err := startReserving(cmd)
-	if err == nil {
-		err = cmd.Wait()
+	for _, st := range req.Steps {
+		if !runStep(st, req.Env, tail, res) {
+			res.StderrTail = tail.String()
+			return res
+		}
 	}
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if req.Browser != nil {
+		if err := browse(req.Browser, req.Env, tail, res); err != nil {
+			res.StderrTail = tail.String()
+			if res.ExitCode == 0 && res.Signal == 0 {
+				res.ExitCode = 1
+			}
+			fmt.Fprintf(tail, "renderbox-agent: %v\n", err)
+			res.StderrTail = tail.String()
+			return res
+		}
 	}
 	res.StderrTail = tail.String()
-	if st := cmd.ProcessState; st != nil {
-		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.ExitCode, res.Signal = -1, int(ws.Signal())
-		} else {
-			res.ExitCode = st.ExitCode()
-		}
-		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-			res.MaxRSSKiB = ru.Maxrss
-		}
-	} else if err != nil {
-		res.Error = fmt.Sprintf("starting %s: %v", req.Argv[0], err)
-		return res
-	}
-	if res.ExitCode != 0 || res.Signal != 0 {
-		return res
-	}
 	files, size, err := listOutputs(wire.OutputDir)
 	if err != nil {
 		res.Error = err.Error()
@@ -76,6 +62,50 @@ func render(req *wire.Request, out *bufio.Writer) *wire.Result {
 		res.Files = append(res.Files, info)
 	}
 	return res
+}
+
+// runStep runs one program to completion and records how it ended in res.
+// It reports whether the job may go on.
+func runStep(st wire.Step, env []string, tail *tail, res *wire.Result) bool {
+	cmd := exec.Command(st.Argv[0], st.Argv[1:]...)
+	cmd.Env = env
+	if cmd.Env == nil {
+		cmd.Env = []string{} // never inherit ours
+	}
+	cmd.Dir = wire.WorkDir
+	cmd.Stdout, cmd.Stderr = tail, tail
+	if st.Stdout != "" {
+		f, err := os.OpenFile(st.Stdout, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			res.Error = fmt.Sprintf("creating %s: %v", st.Stdout, err)
+			return false
+		}
+		defer f.Close()
+		cmd.Stdout = f
+	}
+	// Its own process group, so whatever it leaves running is killed with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err := startReserving(cmd)
+	if err != nil {
+		res.Error = fmt.Sprintf("starting %s: %v", st.Argv[0], err)
+		return false
+	}
+	_ = cmd.Wait()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	recordExit(cmd.ProcessState, res)
+	return res.ExitCode == 0 && res.Signal == 0
+}
+
+// recordExit copies a finished process's status into res.
+func recordExit(st *os.ProcessState, res *wire.Result) {
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.ExitCode, res.Signal = -1, int(ws.Signal())
+	} else {
+		res.ExitCode = st.ExitCode()
+	}
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > res.MaxRSSKiB {
+		res.MaxRSSKiB = ru.Maxrss
+	}
 }
 
 // nprocReserve is how many tasks of our uid the renderer cannot take: the

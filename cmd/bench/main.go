@@ -16,6 +16,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"image"
+	"image/png"
 	"io"
 	"log/slog"
 	"math"
@@ -33,10 +35,11 @@ import (
 
 func main() {
 	n := flag.Int("n", 20, "iterations per measurement")
+	heavyN := flag.Int("heavy-n", 3, "iterations for Chromium and LibreOffice renderers")
 	tree := flag.String("rootfs", envOr("RENDERBOX_ROOTFS", "/var/lib/renderbox/rootfs/current"), "built rootfs tree")
 	runsc := flag.String("runsc", os.Getenv("RENDERBOX_RUNSC"), "runsc binary")
 	flag.Parse()
-	if err := run(context.Background(), *n, *tree, *runsc); err != nil {
+	if err := run(context.Background(), *n, *heavyN, *tree, *runsc); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
@@ -49,7 +52,7 @@ func envOr(k, d string) string {
 	return d
 }
 
-func run(ctx context.Context, n int, tree, runsc string) error {
+func run(ctx context.Context, n, heavyN int, tree, runsc string) error {
 	state := fmt.Sprintf("/run/renderbox-bench-%d", os.Getpid())
 	defer os.RemoveAll(state)
 	m, err := sandbox.NewManager(sandbox.Config{
@@ -118,56 +121,96 @@ func run(ctx context.Context, n int, tree, runsc string) error {
 		"ratio_p50": ratio(pct(total, 50), pct(native, 50)), "ratio_p99": ratio(pct(total, 99), pct(native, 99)),
 	})
 
-	// 2. pdf-png of a one-page PDF.
-	pdf := samples.PDF("renderbox benchmark", 1)
-	r, err := render.Lookup("pdf-png")
+	// 2. Each renderer: the same job in the sandbox and natively.
+	for _, c := range benchCases() {
+		iters := n
+		if c.heavy {
+			iters = max(1, heavyN)
+		}
+		if err := benchRenderer(ctx, out, stamp, m, rootfs.Dir(tree), c, iters); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type benchCase struct {
+	renderer, input string
+	data            []byte
+	heavy           bool // Chromium or LibreOffice: fewer iterations
+}
+
+func benchCases() []benchCase {
+	return []benchCase{
+		{"pdf-png", "one-page PDF, 150 dpi", samples.PDF("renderbox benchmark", 1), false},
+		{"svg-png", "320x200 SVG", samples.SVG(320, 200, 40, 40, 80), false},
+		{"svg-pdf", "320x200 SVG", samples.SVG(320, 200, 40, 40, 80), false},
+		{"dot-svg", "3-node graph", samples.DOT("intake", "sandbox", "outputs"), false},
+		{"dot-png", "3-node graph", samples.DOT("intake", "sandbox", "outputs"), false},
+		{"markdown-html", "small document with a table", samples.Markdown("benchmark"), false},
+		{"image-thumbnail", "800x400 PNG to 256x256", pngOf(samples.Image(800, 400, 0, 0, 400)), false},
+		{"html-pdf", "one-page HTML", samples.HTML("benchmark", "One page of text."), true},
+		{"html-png", "one-page HTML, 1280x800", samples.HTML("benchmark", "One page of text."), true},
+		{"markdown-pdf", "small document with a table", samples.Markdown("benchmark"), true},
+		{"office-pdf", "two-paragraph DOCX", samples.DOCX("benchmark", "Two paragraphs."), true},
+	}
+}
+
+func pngOf(img image.Image) []byte {
+	var b bytes.Buffer
+	_ = png.Encode(&b, img)
+	return b.Bytes()
+}
+
+func benchRenderer(ctx context.Context, out *json.Encoder, stamp string, m *sandbox.Manager, root string, c benchCase, n int) error {
+	r, err := render.Lookup(c.renderer)
 	if err != nil {
 		return err
 	}
-	plan, err := r.Prepare(pdf, nil)
+	plan, err := r.Prepare(c.data, nil, render.LimitRequest{})
 	if err != nil {
 		return err
 	}
 	var sbx, nat []time.Duration
 	for i := 0; i < n; i++ {
 		job := plan.Job
-		job.Input = bytes.NewReader(pdf)
+		job.Input = bytes.NewReader(c.data)
 		t0 := time.Now()
 		if _, err := m.Run(ctx, job); err != nil {
-			return fmt.Errorf("pdf-png in the sandbox: %w", err)
+			return fmt.Errorf("%s in the sandbox: %w", c.renderer, err)
 		}
 		sbx = append(sbx, time.Since(t0))
 	}
 	for i := 0; i < n; i++ {
 		req := plan.Job.Request
-		req.MaxOutputBytes, req.MaxOutputFiles = 64<<20, 100
+		req.MaxOutputBytes, req.MaxOutputFiles = 64<<20, 1000
 		t0 := time.Now()
-		resp, err := runNative(ctx, rootfs.Dir(tree), &req, pdf)
+		resp, err := runNative(ctx, root, &req, c.data)
 		if err != nil {
-			return fmt.Errorf("pdf-png natively: %w", err)
+			return fmt.Errorf("%s natively: %w", c.renderer, err)
 		}
-		if resp.Result.ExitCode != 0 || len(resp.Files) != 1 {
-			return fmt.Errorf("pdf-png natively: exit %d, %d files: %s", resp.Result.ExitCode, len(resp.Files), resp.Result.StderrTail)
+		if rr := resp.Result; rr.ExitCode != 0 || rr.Error != "" || len(resp.Files) == 0 {
+			return fmt.Errorf("%s natively: exit %d, %d files, %s: %s", c.renderer, rr.ExitCode, len(resp.Files), rr.Error, rr.StderrTail)
 		}
 		nat = append(nat, time.Since(t0))
 	}
-	out.Encode(map[string]any{
-		"time": stamp, "bench": "pdf-png", "n": n, "input": "one-page PDF, 150 dpi",
+	return out.Encode(map[string]any{
+		"time": stamp, "bench": "renderer", "renderer": c.renderer, "n": n, "input": c.input,
 		"sandbox_total_ms": stats(sbx), "native_total_ms": stats(nat),
 		"ratio_p50": ratio(pct(sbx, 50), pct(nat, 50)), "ratio_p99": ratio(pct(sbx, 99), pct(nat, 99)),
 	})
-	return nil
 }
 
 // nativeScript runs the agent as it runs in the sandbox but without gVisor:
-// a private mount namespace, a fresh tmpfs /tmp, /proc, /dev/null, chroot
+// a private mount namespace, a fresh tmpfs /tmp, /proc, the /dev nodes
+// gVisor also provides (Chromium spins without /dev/urandom), chroot
 // into the same rootfs, uid 65534. It only ever gets the fixed rootfs path.
 const nativeScript = `set -e
 r=$1
 mount -t tmpfs -o size=256m,nosuid,nodev,mode=1777 tmpfs "$r/tmp"
 mount -t proc proc "$r/proc"
 mount -t tmpfs -o size=64k tmpfs "$r/dev"
-touch "$r/dev/null" && mount --bind /dev/null "$r/dev/null"
+for d in null zero random urandom; do touch "$r/dev/$d" && mount --bind "/dev/$d" "$r/dev/$d"; done
 exec chroot --userspec=65534:65534 "$r" /usr/local/bin/renderbox-agent`
 
 func runNative(ctx context.Context, root string, req *wire.Request, input []byte) (*wire.Response, error) {
@@ -177,6 +220,8 @@ func runNative(ctx context.Context, root string, req *wire.Request, input []byte
 	if err := wire.WriteRequest(&in, &r, bytes.NewReader(input)); err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private", "--", "sh", "-c", nativeScript, "sh", root)
 	cmd.Stdin = &in
 	var stderr bytes.Buffer

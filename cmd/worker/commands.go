@@ -26,11 +26,21 @@ func parse(name string, args []string, extra func(*flag.FlagSet)) (Config, []str
 	if extra != nil {
 		extra(fs)
 	}
-	if err := fs.Parse(args); err != nil {
-		return c, nil, err
+	// Flags may come before or after positional arguments:
+	// "render -renderer x in.pdf -o out/".
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return c, nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
 	c = c.withDefaults()
-	return c, fs.Args(), c.validate()
+	return c, rest, c.validate()
 }
 
 // preflight is what the worker does before it takes any job; any failure
@@ -147,25 +157,15 @@ type renderSummary struct {
 }
 
 func cmdRender(ctx context.Context, args []string) error {
-	var name, outDir string
-	var timeout time.Duration
+	var name, outDir, options, limits string
 	c, rest, err := parse("render", args, func(fs *flag.FlagSet) {
-		fs.StringVar(&name, "renderer", "", "renderer name, e.g. pdf-png, svg-png, html-pdf")
+		fs.StringVar(&name, "renderer", "", "renderer name (see GET /v1/renderers), e.g. pdf-png, svg-png, html-pdf")
 		fs.StringVar(&outDir, "o", "", "output directory")
-		fs.DurationVar(&timeout, "timeout", 0, "lower the renderer's time limit")
+		fs.StringVar(&options, "options", "", `renderer options as a JSON object, e.g. '{"dpi": 72}'`)
+		fs.StringVar(&limits, "limits", "", `lower limits as a JSON object, e.g. '{"timeout_seconds": 10}'`)
 	})
 	if err != nil {
 		return err
-	}
-	// Go's flag package stops at the first positional argument; accept
-	// "render -renderer x in.pdf -o out/" as well.
-	if len(rest) > 1 {
-		fs := flag.NewFlagSet("worker render", flag.ContinueOnError)
-		fs.StringVar(&outDir, "o", outDir, "output directory")
-		if err := fs.Parse(rest[1:]); err != nil {
-			return err
-		}
-		rest = append(rest[:1], fs.Args()...)
 	}
 	if name == "" || outDir == "" || len(rest) != 1 {
 		return errors.New("render: usage: worker render -renderer NAME INPUT -o OUTDIR")
@@ -178,12 +178,9 @@ func cmdRender(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
-	plan, err := r.Prepare(input, nil)
+	plan, err := r.PrepareJSON(input, json.RawMessage(options), json.RawMessage(limits))
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
-	}
-	if timeout > 0 && timeout < plan.Job.Limits.WithDefaults().Timeout {
-		plan.Job.Limits.Timeout = timeout
 	}
 	m, err := c.runnableManager(ctx)
 	if err != nil {

@@ -54,14 +54,15 @@ type rendererLimits struct {
 
 type rendererJSON struct {
 	*render.Renderer
-	Limits rendererLimits `json:"limits"`
+	Options []render.Option `json:"options"` // [] rather than null
+	Limits  rendererLimits  `json:"limits"`
 }
 
 func (s *Server) renderers(w http.ResponseWriter, _ *http.Request) {
 	var list []rendererJSON
 	for _, r := range render.All() {
 		l := r.Limits.WithDefaults()
-		list = append(list, rendererJSON{Renderer: r, Limits: rendererLimits{
+		list = append(list, rendererJSON{Renderer: r, Options: append([]render.Option{}, r.Options...), Limits: rendererLimits{
 			TimeoutSeconds: l.Timeout.Seconds(), MemoryBytes: l.MemoryBytes, CPUs: l.CPUs,
 			MaxOutputBytes: l.MaxOutputBytes, MaxOutputFiles: l.MaxOutputFiles,
 		}})

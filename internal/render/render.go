@@ -1,26 +1,32 @@
 // Package render is the renderer catalogue: one table, read by the worker,
 // the API and GET /v1/renderers, that maps a renderer name to the input
 // types it accepts (sniffed from the bytes, never trusted from the client),
-// what it produces, its limits, and the fixed argv it runs inside the
-// sandbox.
+// its options with their bounds, its limits, and the fixed argv it runs
+// inside the sandbox. Everything here runs before a sandbox starts: a wrong
+// type, an unknown or out-of-range option, or an oversized input never
+// reaches one.
 package render
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
+	"math"
+	"path"
 	"sort"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// Errors a request can be rejected with before any sandbox starts.
+// Errors a request can be rejected with before any sandbox starts. Their
+// names match the API's error codes.
 var (
 	ErrUnknownRenderer  = errors.New("unknown renderer")
 	ErrUnsupportedInput = errors.New("unsupported input")
+	ErrInvalidInput     = errors.New("invalid input")
 	ErrInvalidOptions   = errors.New("invalid options")
 	ErrInputTooLarge    = errors.New("input too large")
 )
@@ -31,111 +37,46 @@ type Renderer struct {
 	Description string   `json:"description"`
 	Inputs      []string `json:"inputs"` // media types accepted, as sniffed
 	Output      string   `json:"output"` // media type of the outputs
+	Options     []Option `json:"options"`
 	// MaxInputBytes bounds the input.
 	MaxInputBytes int64 `json:"max_input_bytes"`
-	// Limits are the sandbox limits a job of this renderer runs with.
+	// Limits are the sandbox limits a job runs with; a request may lower
+	// them, never raise them.
 	Limits sandbox.Limits `json:"-"`
+	// MaxPages bounds the pages rendered (pdf-png); 0 if not applicable.
+	MaxPages int `json:"max_pages,omitempty"`
+	// MaxPixels bounds the pixels of an input image (image-thumbnail) or a
+	// capture (html-png); 0 if not applicable.
+	MaxPixels int64 `json:"max_pixels,omitempty"`
 
-	// inputName is the file name the input gets inside the sandbox.
-	inputName string
-	// argv builds the fixed command line; it never sees the input bytes.
-	argv func() []string
-	// env is the renderer's whole environment.
-	env []string
+	// build makes the sandbox request from validated options.
+	build func(in inputFile, v Values, l Limits) (wire.Request, error)
 	// rename maps an output file name to the published one.
 	rename func(string) string
+	// check inspects the input's headers further (e.g. image dimensions).
+	check func(input []byte, l Limits) error
 }
 
-// chromiumArgs are the flags Chromium needs inside the sandbox (NOTES.md):
-// gVisor is the sandbox, so Chromium's own is off; nothing may reach out.
-var chromiumArgs = []string{
-	"/usr/lib/chromium/chromium",
-	"--headless",
-	"--no-sandbox",
-	"--disable-gpu",
-	"--no-first-run",
-	"--no-default-browser-check",
-	"--disable-background-networking",
-	"--disable-component-update",
-	"--disable-sync",
-	"--disable-extensions",
-	"--disable-dev-shm-usage",
-	"--disable-crash-reporter",
-	"--disable-breakpad",
-	"--user-data-dir=" + wire.WorkDir + "/chromium",
+// inputFile is the input as the sandbox sees it.
+type inputFile struct {
+	Type string // sniffed media type
+	Path string // absolute path inside the sandbox
 }
 
-var chromiumEnv = []string{
-	"PATH=/usr/bin:/bin",
-	"HOME=" + wire.WorkDir,
-	"XDG_CACHE_HOME=" + wire.WorkDir + "/.cache",
-	"XDG_CONFIG_HOME=" + wire.WorkDir + "/.config",
-	"LANG=C.UTF-8",
-}
-
-var plainEnv = []string{"PATH=/usr/bin:/bin", "HOME=" + wire.WorkDir, "LANG=C.UTF-8"}
-
-// pageRe matches pdftoppm's zero-padded page numbers.
-var pageRe = regexp.MustCompile(`^page-0*(\d+)\.(png|jpg)$`)
-
-// catalogue is the table. Limits not set take sandbox defaults.
-var catalogue = map[string]*Renderer{
-	"pdf-png": {
-		Name:          "pdf-png",
-		Description:   "Rasterise each page of a PDF to PNG (150 dpi) with poppler's pdftoppm; outputs page-1.png, page-2.png, …",
-		Inputs:        []string{"application/pdf"},
-		Output:        "image/png",
-		MaxInputBytes: 50 << 20,
-		Limits:        sandbox.Limits{Timeout: 60 * time.Second, MemoryBytes: 512 << 20, TmpBytes: 512 << 20},
-		inputName:     "input.pdf",
-		argv: func() []string {
-			return []string{"/usr/bin/pdftoppm", "-png", "-r", "150", wire.InputDir + "/input.pdf", wire.OutputDir + "/page"}
-		},
-		env: plainEnv,
-		rename: func(n string) string {
-			if m := pageRe.FindStringSubmatch(n); m != nil {
-				return "page-" + m[1] + "." + m[2]
-			}
-			return n
-		},
-	},
-	"svg-png": {
-		Name:          "svg-png",
-		Description:   "Render an SVG image to PNG with librsvg; outputs output.png",
-		Inputs:        []string{"image/svg+xml"},
-		Output:        "image/png",
-		MaxInputBytes: 10 << 20,
-		Limits:        sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20},
-		inputName:     "input.svg",
-		argv: func() []string {
-			return []string{"/usr/bin/rsvg-convert", "--format=png", "--output=" + wire.OutputDir + "/output.png", wire.InputDir + "/input.svg"}
-		},
-		env: plainEnv,
-	},
-	"html-pdf": {
-		Name:          "html-pdf",
-		Description:   "Print an HTML page to PDF with headless Chromium; outputs output.pdf",
-		Inputs:        []string{"text/html"},
-		Output:        "application/pdf",
-		MaxInputBytes: 10 << 20,
-		// Chromium is multi-process: with one core it takes twice as long.
-		Limits:    sandbox.Limits{Timeout: 60 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20},
-		inputName: "input.html",
-		argv: func() []string {
-			return append(append([]string{}, chromiumArgs...),
-				"--no-pdf-header-footer",
-				"--print-to-pdf="+wire.OutputDir+"/output.pdf",
-				"file://"+wire.InputDir+"/input.html")
-		},
-		env: chromiumEnv,
-	},
+// extensions name the input file inside the sandbox by its sniffed type;
+// LibreOffice and vips choose their loader by it.
+var extensions = map[string]string{
+	TypePDF: "pdf", TypeSVG: "svg", TypeHTML: "html", TypeText: "md", TypeDOT: "dot",
+	TypePNG: "png", TypeJPEG: "jpg", TypeGIF: "gif", TypeWebP: "webp", TypeTIFF: "tif",
+	TypeRTF: "rtf", TypeDOCX: "docx", TypeXLSX: "xlsx", TypePPTX: "pptx",
+	TypeODT: "odt", TypeODS: "ods", TypeODP: "odp",
 }
 
 // Lookup returns the renderer called name.
 func Lookup(name string) (*Renderer, error) {
 	r, ok := catalogue[name]
 	if !ok {
-		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownRenderer, name, Names())
+		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownRenderer, name, strings.Join(Names(), ", "))
 	}
 	return r, nil
 }
@@ -159,27 +100,97 @@ func All() []*Renderer {
 	return rs
 }
 
+// LimitRequest lowers a renderer's limits for one job. Zero fields keep
+// the renderer's; a value above the renderer's is refused.
+type LimitRequest struct {
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+	MemoryBytes    int64   `json:"memory_bytes,omitempty"`
+	MaxOutputBytes int64   `json:"max_output_bytes,omitempty"`
+	MaxPages       int     `json:"max_pages,omitempty"`
+	MaxPixels      int64   `json:"max_pixels,omitempty"`
+}
+
+// Limits are a job's effective limits.
+type Limits struct {
+	Sandbox   sandbox.Limits
+	MaxPages  int
+	MaxPixels int64
+}
+
+// EffectiveLimits applies req to the renderer's limits.
+func (r *Renderer) EffectiveLimits(req LimitRequest) (Limits, error) {
+	l := Limits{Sandbox: r.Limits.WithDefaults(), MaxPages: r.MaxPages, MaxPixels: r.MaxPixels}
+	lower := func(name string, got, max float64) (bool, error) {
+		switch {
+		case got == 0:
+			return false, nil
+		case got < 0 || math.IsNaN(got):
+			return false, fmt.Errorf("%w: limit %s must be positive, got %v", ErrInvalidOptions, name, got)
+		case max == 0:
+			return false, fmt.Errorf("%w: limit %s does not apply to %s", ErrInvalidOptions, name, r.Name)
+		case got > max:
+			return false, fmt.Errorf("%w: limit %s of %v is above %s's maximum of %v; a request may lower limits, never raise them", ErrInvalidOptions, name, got, r.Name, max)
+		}
+		return true, nil
+	}
+	var ok bool
+	var err error
+	if ok, err = lower("timeout_seconds", req.TimeoutSeconds, l.Sandbox.Timeout.Seconds()); ok {
+		l.Sandbox.Timeout = time.Duration(req.TimeoutSeconds * float64(time.Second))
+	}
+	if err != nil {
+		return l, err
+	}
+	if ok, err = lower("memory_bytes", float64(req.MemoryBytes), float64(l.Sandbox.MemoryBytes)); ok {
+		if req.MemoryBytes < 64<<20 {
+			return l, fmt.Errorf("%w: limit memory_bytes must be at least %d", ErrInvalidOptions, 64<<20)
+		}
+		l.Sandbox.MemoryBytes = req.MemoryBytes
+	}
+	if err != nil {
+		return l, err
+	}
+	if ok, err = lower("max_output_bytes", float64(req.MaxOutputBytes), float64(l.Sandbox.MaxOutputBytes)); ok {
+		l.Sandbox.MaxOutputBytes = req.MaxOutputBytes
+	}
+	if err != nil {
+		return l, err
+	}
+	if ok, err = lower("max_pages", float64(req.MaxPages), float64(l.MaxPages)); ok {
+		l.MaxPages = req.MaxPages
+	}
+	if err != nil {
+		return l, err
+	}
+	if ok, err = lower("max_pixels", float64(req.MaxPixels), float64(l.MaxPixels)); ok {
+		l.MaxPixels = req.MaxPixels
+	}
+	return l, err
+}
+
 // Plan is a validated job: what to send to the sandbox and under which
 // limits.
 type Plan struct {
-	Renderer *Renderer
-	Job      sandbox.Job
+	Renderer  *Renderer
+	InputType string
+	Options   Values
+	Limits    Limits
+	Job       sandbox.Job
 }
 
-// Prepare validates input and options against the renderer and returns the
-// sandbox job. It runs before any sandbox starts: a wrong type, an oversized
-// input or an unknown option never reaches one.
-func (r *Renderer) Prepare(input []byte, options map[string]any) (*Plan, error) {
+// Prepare validates the input, options and limits against the renderer and
+// returns the sandbox job (without its Input reader, which the caller sets).
+func (r *Renderer) Prepare(input []byte, options map[string]any, limits LimitRequest) (*Plan, error) {
 	if int64(len(input)) > r.MaxInputBytes {
 		return nil, fmt.Errorf("%w: %d bytes, %s accepts at most %d", ErrInputTooLarge, len(input), r.Name, r.MaxInputBytes)
 	}
-	if len(options) > 0 {
-		var names []string
-		for k := range options {
-			names = append(names, strconv.Quote(k))
-		}
-		sort.Strings(names)
-		return nil, fmt.Errorf("%w: %s takes no options, got %v", ErrInvalidOptions, r.Name, names)
+	vals, err := validate(r.Name, r.Options, options)
+	if err != nil {
+		return nil, err
+	}
+	lim, err := r.EffectiveLimits(limits)
+	if err != nil {
+		return nil, err
 	}
 	got := Sniff(input)
 	ok := false
@@ -187,18 +198,42 @@ func (r *Renderer) Prepare(input []byte, options map[string]any) (*Plan, error) 
 		ok = ok || t == got
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: %s accepts %v, the input looks like %s", ErrUnsupportedInput, r.Name, r.Inputs, got)
+		return nil, fmt.Errorf("%w: %s accepts %s; the input's bytes look like %s", ErrUnsupportedInput, r.Name, strings.Join(r.Inputs, ", "), got)
 	}
-	return &Plan{Renderer: r, Job: sandbox.Job{
-		Request: wire.Request{
-			Mode:      wire.ModeRender,
-			Argv:      r.argv(),
-			Env:       r.env,
-			InputName: r.inputName,
-			InputSize: int64(len(input)),
-		},
-		Limits: r.Limits,
-	}}, nil
+	if r.check != nil {
+		if err := r.check(input, lim); err != nil {
+			return nil, err
+		}
+	}
+	in := inputFile{Type: got, Path: wire.InputDir + "/input." + extensions[got]}
+	req, err := r.build(in, vals, lim)
+	if err != nil {
+		return nil, err
+	}
+	req.Mode = wire.ModeRender
+	req.InputName = path.Base(in.Path)
+	req.InputSize = int64(len(input))
+	return &Plan{Renderer: r, InputType: got, Options: vals, Limits: lim, Job: sandbox.Job{Request: req, Limits: lim.Sandbox}}, nil
+}
+
+// PrepareJSON is Prepare with options and limits as raw JSON objects (as
+// the API receives them); either may be empty.
+func (r *Renderer) PrepareJSON(input []byte, options, limits json.RawMessage) (*Plan, error) {
+	var opts map[string]any
+	if len(options) > 0 && string(options) != "null" {
+		if err := json.Unmarshal(options, &opts); err != nil {
+			return nil, fmt.Errorf("%w: options must be a JSON object: %v", ErrInvalidOptions, err)
+		}
+	}
+	var lim LimitRequest
+	if len(limits) > 0 && string(limits) != "null" {
+		dec := json.NewDecoder(strings.NewReader(string(limits)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&lim); err != nil {
+			return nil, fmt.Errorf("%w: limits: %v", ErrInvalidOptions, err)
+		}
+	}
+	return r.Prepare(input, opts, lim)
 }
 
 // OutputName maps an output file name to the one published for it.
@@ -207,4 +242,23 @@ func (r *Renderer) OutputName(name string) string {
 		return name
 	}
 	return r.rename(name)
+}
+
+// OutputType returns the media type of an output file by its extension.
+func OutputType(name string) string {
+	switch path.Ext(name) {
+	case ".pdf":
+		return TypePDF
+	case ".png":
+		return TypePNG
+	case ".jpg", ".jpeg":
+		return TypeJPEG
+	case ".webp":
+		return TypeWebP
+	case ".svg":
+		return TypeSVG
+	case ".html":
+		return "text/html; charset=utf-8"
+	}
+	return TypeUnknown
 }

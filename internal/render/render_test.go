@@ -2,21 +2,14 @@ package render_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"fmt"
-	"image"
-	"image/color"
-	"image/png"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/samples"
-	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
-	"github.com/renderbox/renderbox/internal/wire"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
@@ -28,16 +21,27 @@ func TestSniff(t *testing.T) {
 		in   []byte
 		want string
 	}{
-		{"pdf", samples.PDF("x", 1), "application/pdf"},
-		{"svg with declaration", samples.SVG(10, 10, 1, 1, 2), "image/svg+xml"},
-		{"bare svg", []byte(`<svg xmlns="http://www.w3.org/2000/svg"/>`), "image/svg+xml"},
-		{"svg with doctype subset", []byte("<?xml version=\"1.0\"?>\n<!DOCTYPE svg [<!ENTITY a \"b\">]>\n<!-- c -->\n<svg>"), "image/svg+xml"},
-		{"html", samples.HTML("a", "b"), "text/html"},
-		{"html fragment", []byte("<h1>hi</h1>"), "text/html"},
-		{"svgfoo is not svg", []byte("<svgfoo/>"), "text/plain"},
-		{"png", []byte("\x89PNG\r\n\x1a\n0000"), "image/png"},
-		{"empty", nil, "application/x-empty"},
-		{"text", []byte("just words"), "text/plain"},
+		{"pdf", samples.PDF("x", 1), render.TypePDF},
+		{"svg with declaration", samples.SVG(10, 10, 1, 1, 2), render.TypeSVG},
+		{"bare svg", []byte(`<svg xmlns="http://www.w3.org/2000/svg"/>`), render.TypeSVG},
+		{"svg with doctype subset", []byte("<?xml version=\"1.0\"?>\n<!DOCTYPE svg [<!ENTITY a \"b\">]>\n<!-- c -->\n<svg>"), render.TypeSVG},
+		{"html", samples.HTML("a", "b"), render.TypeHTML},
+		{"html fragment", []byte("<h1>hi</h1>"), render.TypeHTML},
+		{"svgfoo is not svg", []byte("<svgfoo/>"), render.TypeText},
+		{"markdown", samples.Markdown("t"), render.TypeText},
+		{"dot", samples.DOT("a", "b"), render.TypeDOT},
+		{"strict graph with comment", []byte("// c\nstrict graph {\n a -- b }"), render.TypeDOT},
+		{"graph-like prose", []byte("graph theory is fun"), render.TypeText},
+		{"rtf", samples.RTF("x"), render.TypeRTF},
+		{"docx", samples.DOCX("x"), render.TypeDOCX},
+		{"xlsx", samples.XLSX("x"), render.TypeXLSX},
+		{"odt", samples.ODT("x"), render.TypeODT},
+		{"png", samples.PNGHeader(1, 1), render.TypePNG},
+		{"tiff", []byte("II*\x00\x08\x00\x00\x00"), render.TypeTIFF},
+		{"gif", []byte("GIF89a\x01\x00\x01\x00"), render.TypeGIF},
+		{"jpeg", []byte("\xff\xd8\xff\xe0\x00\x10JFIF"), render.TypeJPEG},
+		{"plain zip", zipWith("a.txt"), render.TypeZIP},
+		{"empty", nil, render.TypeEmpty},
 	} {
 		if got := render.Sniff(tc.in); got != tc.want {
 			t.Errorf("%s: Sniff = %q, want %q", tc.name, got, tc.want)
@@ -45,177 +49,138 @@ func TestSniff(t *testing.T) {
 	}
 }
 
-func TestPrepareRejectsBeforeAnySandbox(t *testing.T) {
+// good is a valid input per renderer; wrong is one it must refuse.
+var good = map[string][]byte{
+	"html-pdf": samples.HTML("a", "b"), "html-png": samples.HTML("a", "b"),
+	"markdown-html": samples.Markdown("a"), "markdown-pdf": samples.Markdown("a"),
+	"pdf-png": samples.PDF("a", 1), "svg-png": samples.SVG(2, 2, 0, 0, 1), "svg-pdf": samples.SVG(2, 2, 0, 0, 1),
+	"dot-svg": samples.DOT("a", "b"), "dot-png": samples.DOT("a", "b"),
+	"image-thumbnail": encodePNG(samples.Image(4, 4, 0, 0, 1)), "office-pdf": samples.DOCX("a"),
+}
+
+var wrong = map[string][]byte{
+	"html-pdf": samples.PDF("a", 1), "html-png": samples.SVG(2, 2, 0, 0, 1),
+	"markdown-html": samples.PDF("a", 1), "markdown-pdf": encodePNG(samples.Image(4, 4, 0, 0, 1)),
+	"pdf-png": samples.HTML("a", "b"), "svg-png": samples.PDF("a", 1), "svg-pdf": samples.HTML("a", "b"),
+	"dot-svg": samples.Markdown("a"), "dot-png": samples.SVG(2, 2, 0, 0, 1),
+	"image-thumbnail": samples.SVG(2, 2, 0, 0, 1), "office-pdf": zipWith("evil.exe"),
+}
+
+func TestEveryRendererRefusesBadRequestsBeforeAnySandbox(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		renderer string
-		in       []byte
-		opts     map[string]any
-		want     error
-	}{
-		{"pdf-png", samples.HTML("a", "b"), nil, render.ErrUnsupportedInput},
-		{"svg-png", samples.PDF("a", 1), nil, render.ErrUnsupportedInput},
-		{"html-pdf", samples.SVG(1, 1, 0, 0, 1), nil, render.ErrUnsupportedInput},
-		{"html-pdf", nil, nil, render.ErrUnsupportedInput},
-		{"pdf-png", samples.PDF("a", 1), map[string]any{"dpi": 150000}, render.ErrInvalidOptions},
-		{"svg-png", samples.SVG(1, 1, 0, 0, 1), map[string]any{"bogus": true}, render.ErrInvalidOptions},
-		{"svg-png", append(samples.SVG(1, 1, 0, 0, 1), make([]byte, 11<<20)...), nil, render.ErrInputTooLarge},
+	if len(render.Names()) != 11 {
+		t.Errorf("the catalogue has %d renderers, want 11: %v", len(render.Names()), render.Names())
+	}
+	for _, r := range render.All() {
+		in, ok := good[r.Name]
+		if !ok {
+			t.Errorf("no sample input for %s", r.Name)
+			continue
+		}
+		if _, err := r.Prepare(in, nil, render.LimitRequest{}); err != nil {
+			t.Errorf("%s: Prepare(valid input) = %v", r.Name, err)
+		}
+		if _, err := r.Prepare(wrong[r.Name], nil, render.LimitRequest{}); !errors.Is(err, render.ErrUnsupportedInput) {
+			t.Errorf("%s: Prepare(wrong type) = %v, want unsupported input", r.Name, err)
+		}
+		if _, err := r.Prepare(nil, nil, render.LimitRequest{}); !errors.Is(err, render.ErrUnsupportedInput) {
+			t.Errorf("%s: Prepare(zero bytes) = %v, want unsupported input", r.Name, err)
+		}
+		_, err := r.Prepare(in, map[string]any{"bogus_option": 1}, render.LimitRequest{})
+		if !errors.Is(err, render.ErrInvalidOptions) || !strings.Contains(err.Error(), `"bogus_option"`) {
+			t.Errorf("%s: Prepare(unknown option) = %v, want invalid options naming it", r.Name, err)
+		}
+		// Every bounded option refuses a value past its maximum, and every
+		// enum a value outside it.
+		for _, o := range r.Options {
+			var bad any
+			switch {
+			case o.Maximum != nil:
+				bad = *o.Maximum + 1
+			case len(o.Enum) > 0:
+				bad = "not-" + o.Enum[0]
+			case o.Pattern != "":
+				bad = "; rm -rf /"
+			case o.Type == "boolean":
+				bad = "yes"
+			default:
+				continue
+			}
+			if _, err := r.Prepare(in, map[string]any{o.Name: bad}, render.LimitRequest{}); !errors.Is(err, render.ErrInvalidOptions) {
+				t.Errorf("%s: option %s = %v accepted (%v), want invalid options", r.Name, o.Name, bad, err)
+			}
+		}
+		too := make([]byte, r.MaxInputBytes+1)
+		copy(too, in)
+		if _, err := r.Prepare(too, nil, render.LimitRequest{}); !errors.Is(err, render.ErrInputTooLarge) {
+			t.Errorf("%s: Prepare(oversized) = %v, want input too large", r.Name, err)
+		}
+	}
+}
+
+func TestLimitsCanBeLoweredNeverRaised(t *testing.T) {
+	t.Parallel()
+	r, _ := render.Lookup("pdf-png")
+	in := samples.PDF("a", 1)
+	for _, lim := range []render.LimitRequest{
+		{TimeoutSeconds: 3600}, {MemoryBytes: 64 << 30}, {MaxOutputBytes: 1 << 40}, {MaxPages: 10000}, {TimeoutSeconds: -1},
+		{MaxPixels: 10}, // does not apply to pdf-png
 	} {
-		r, err := render.Lookup(tc.renderer)
-		if err != nil {
-			t.Fatal(err)
+		if _, err := r.Prepare(in, nil, lim); !errors.Is(err, render.ErrInvalidOptions) {
+			t.Errorf("limits %+v accepted (%v)", lim, err)
 		}
-		_, err = r.Prepare(tc.in, tc.opts)
-		if !errors.Is(err, tc.want) {
-			t.Errorf("%s: Prepare = %v, want %v", tc.renderer, err, tc.want)
-		}
+	}
+	p, err := r.Prepare(in, nil, render.LimitRequest{TimeoutSeconds: 5, MaxPages: 2, MaxOutputBytes: 1 << 20, MemoryBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := p.Job.Limits; l.Timeout.Seconds() != 5 || l.MaxOutputBytes != 1<<20 || l.MemoryBytes != 256<<20 || p.Limits.MaxPages != 2 {
+		t.Errorf("lowered limits = %+v (pages %d)", l, p.Limits.MaxPages)
+	}
+	if argv := strings.Join(p.Job.Request.Steps[0].Argv, " "); !strings.Contains(argv, "-f 1 -l 2") {
+		t.Errorf("pdftoppm argv %q does not stop at max_pages", argv)
 	}
 	if _, err := render.Lookup("exe-shell"); !errors.Is(err, render.ErrUnknownRenderer) {
 		t.Errorf("Lookup(exe-shell) = %v, want ErrUnknownRenderer", err)
 	}
 }
 
-func TestOptionErrorNamesTheOption(t *testing.T) {
+func TestHugeImagesAreRefusedFromTheirHeader(t *testing.T) {
 	t.Parallel()
-	r, _ := render.Lookup("svg-png")
-	_, err := r.Prepare(samples.SVG(1, 1, 0, 0, 1), map[string]any{"zoomz": 2})
-	if err == nil || !strings.Contains(err.Error(), `"zoomz"`) {
-		t.Errorf("error %v does not name the unknown option", err)
+	r, _ := render.Lookup("image-thumbnail")
+	// 100000 × 100000 announced in 33 bytes: refused without decoding.
+	_, err := r.Prepare(samples.PNGHeader(100000, 100000), nil, render.LimitRequest{})
+	if !errors.Is(err, render.ErrInputTooLarge) || !strings.Contains(err.Error(), "10000000000 pixels") {
+		t.Errorf("Prepare(10 gigapixel header) = %v, want input too large", err)
+	}
+	small := encodePNG(samples.Image(100, 100, 0, 0, 1))
+	if _, err := r.Prepare(small, nil, render.LimitRequest{MaxPixels: 9999}); !errors.Is(err, render.ErrInputTooLarge) {
+		t.Errorf("a 10000-pixel image under a lowered limit of 9999: %v", err)
+	}
+	if _, err := r.Prepare(small[:20], nil, render.LimitRequest{}); !errors.Is(err, render.ErrInvalidInput) {
+		t.Errorf("a truncated PNG: %v, want invalid input", err)
 	}
 }
 
-// run renders input with the named renderer in a real sandbox.
-func run(t *testing.T, m *sandbox.Manager, name string, input []byte) map[string][]byte {
-	t.Helper()
-	r, err := render.Lookup(name)
+func TestPrepareJSON(t *testing.T) {
+	t.Parallel()
+	r, _ := render.Lookup("pdf-png")
+	p, err := r.PrepareJSON(samples.PDF("a", 1), []byte(`{"dpi": 72, "format": "jpeg"}`), []byte(`{"timeout_seconds": 9}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := r.Prepare(input, nil)
-	if err != nil {
-		t.Fatal(err)
+	if argv := strings.Join(p.Job.Request.Steps[0].Argv, " "); !strings.Contains(argv, "-r 72") || !strings.Contains(argv, "-jpeg") {
+		t.Errorf("argv %q lacks the options", argv)
 	}
-	plan.Job.Input = bytes.NewReader(input)
-	res, err := m.Run(context.Background(), plan.Job)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	out := map[string][]byte{}
-	for _, f := range res.Response.Files {
-		out[r.OutputName(f.Name)] = f.Data
-	}
-	return out
-}
-
-func decodePNG(t *testing.T, b []byte) image.Image {
-	t.Helper()
-	img, err := png.Decode(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("output is not a PNG: %v", err)
-	}
-	return img
-}
-
-func isRed(c color.Color) bool {
-	r, g, b, _ := c.RGBA()
-	return r > 0xe000 && g < 0x2000 && b < 0x2000
-}
-
-func isWhite(c color.Color) bool {
-	r, g, b, _ := c.RGBA()
-	return r > 0xf000 && g > 0xf000 && b > 0xf000
-}
-
-func TestSVGToPNG(t *testing.T) {
-	t.Parallel()
-	m := testenv.Manager(t, sandbox.Config{})
-	out := run(t, m, "svg-png", samples.SVG(200, 100, 120, 20, 40))
-	img := decodePNG(t, out["output.png"])
-	if b := img.Bounds(); b.Dx() != 200 || b.Dy() != 100 {
-		t.Fatalf("PNG is %dx%d, want 200x100", b.Dx(), b.Dy())
-	}
-	for _, p := range []image.Point{{121, 21}, {140, 40}, {158, 58}} {
-		if c := img.At(p.X, p.Y); !isRed(c) {
-			t.Errorf("pixel %v = %v, want red", p, c)
-		}
-	}
-	for _, p := range []image.Point{{5, 5}, {100, 50}, {165, 65}, {195, 95}} {
-		if c := img.At(p.X, p.Y); !isWhite(c) {
-			t.Errorf("pixel %v = %v, want white", p, c)
+	for _, bad := range [][2]string{{`[1]`, ``}, {`{"dpi": "72"}`, ``}, {`{"dpi": 72.5}`, ``}, {``, `{"timeout": 1}`}} {
+		if _, err := r.PrepareJSON(samples.PDF("a", 1), []byte(bad[0]), []byte(bad[1])); !errors.Is(err, render.ErrInvalidOptions) {
+			t.Errorf("PrepareJSON(%s, %s) = %v, want invalid options", bad[0], bad[1], err)
 		}
 	}
 }
 
-func TestPDFToPNG(t *testing.T) {
-	t.Parallel()
-	m := testenv.Manager(t, sandbox.Config{})
-	pages := 3
-	out := run(t, m, "pdf-png", samples.PDF("renderbox", pages))
-	if len(out) != pages {
-		t.Fatalf("got outputs %v, want page-1.png … page-%d.png", keys(out), pages)
-	}
-	for i := 1; i <= pages; i++ {
-		b, ok := out[fmt.Sprintf("page-%d.png", i)]
-		if !ok {
-			t.Fatalf("no page-%d.png in %v", i, keys(out))
-		}
-		img := decodePNG(t, b)
-		// US Letter at 150 dpi.
-		if bd := img.Bounds(); bd.Dx() != 1275 || bd.Dy() != 1650 {
-			t.Errorf("page %d is %dx%d, want 1275x1650", i, bd.Dx(), bd.Dy())
-		}
-		// The text sits 1 inch from the left, 92 pt from the top.
-		dark := 0
-		for y := 170; y < 200; y++ {
-			for x := 150; x < 500; x++ {
-				if r, _, _, _ := img.At(x, y).RGBA(); r < 0x4000 {
-					dark++
-				}
-			}
-		}
-		if dark < 200 {
-			t.Errorf("page %d: %d dark pixels where the text should be, want some", i, dark)
-		}
-	}
-}
-
-func TestHTMLToPDF(t *testing.T) {
-	t.Parallel()
-	m := testenv.Manager(t, sandbox.Config{})
-	out := run(t, m, "html-pdf", samples.HTML("Quarterly report", "Rendered inside gVisor by renderbox."))
-	pdf := out["output.pdf"]
-	if !bytes.HasPrefix(pdf, []byte("%PDF-")) {
-		t.Fatalf("output.pdf starts with %q, want %%PDF-", pdf[:min(len(pdf), 16)])
-	}
-	// Extract the text in another sandbox: parsing output is untrusted work.
-	text := pdfText(t, m, pdf)
-	for _, want := range []string{"Quarterly report", "Rendered inside gVisor by renderbox."} {
-		if !strings.Contains(text, want) {
-			t.Errorf("pdftotext of the output = %q, want it to contain %q", text, want)
-		}
-	}
-}
-
-func pdfText(t *testing.T, m *sandbox.Manager, pdf []byte) string {
-	t.Helper()
-	res, err := m.Run(context.Background(), sandbox.Job{
-		Request: wire.Request{
-			Mode: wire.ModeRender, InputName: "in.pdf", InputSize: int64(len(pdf)),
-			Argv: []string{"/usr/bin/pdftotext", "-layout", wire.InputDir + "/in.pdf", wire.OutputDir + "/text.txt"},
-			Env:  []string{"PATH=/usr/bin:/bin"},
-		},
-		Input: bytes.NewReader(pdf),
-	})
-	if err != nil {
-		t.Fatalf("pdftotext: %v", err)
-	}
-	return string(res.Response.Files[0].Data)
-}
-
-func keys(m map[string][]byte) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	return ks
+func zipWith(name string) []byte {
+	var b bytes.Buffer
+	zipWrite(&b, name)
+	return b.Bytes()
 }

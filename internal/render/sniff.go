@@ -1,29 +1,109 @@
 package render
 
 import (
+	"archive/zip"
 	"bytes"
+	"image"
+	_ "image/gif" // header decoders for the megapixel check
+	_ "image/jpeg"
+	_ "image/png"
 	"net/http"
 	"strings"
+
+	_ "golang.org/x/image/tiff"
+	_ "golang.org/x/image/webp"
 )
 
-// Sniff returns the media type of input judged from its bytes alone.
+// Media types the catalogue speaks of.
+const (
+	TypePDF      = "application/pdf"
+	TypeSVG      = "image/svg+xml"
+	TypeHTML     = "text/html"
+	TypeText     = "text/plain"
+	TypeDOT      = "text/vnd.graphviz"
+	TypePNG      = "image/png"
+	TypeJPEG     = "image/jpeg"
+	TypeGIF      = "image/gif"
+	TypeWebP     = "image/webp"
+	TypeTIFF     = "image/tiff"
+	TypeRTF      = "application/rtf"
+	TypeDOCX     = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+	TypeXLSX     = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+	TypePPTX     = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+	TypeODT      = "application/vnd.oasis.opendocument.text"
+	TypeODS      = "application/vnd.oasis.opendocument.spreadsheet"
+	TypeODP      = "application/vnd.oasis.opendocument.presentation"
+	TypeZIP      = "application/zip"
+	TypeEmpty    = "application/x-empty"
+	TypeUnknown  = "application/octet-stream"
+	TypeMarkdown = "text/markdown"
+)
+
+// Sniff returns the media type of input judged from its bytes alone. It
+// reads headers and, for ZIP containers, the central directory; it never
+// decompresses or decodes content.
 func Sniff(input []byte) string {
+	if len(input) == 0 {
+		return TypeEmpty
+	}
 	head := input
 	if len(head) > 4096 {
 		head = head[:4096]
 	}
-	if len(input) == 0 {
-		return "application/x-empty"
-	}
-	if bytes.HasPrefix(head, []byte("%PDF-")) {
-		return "application/pdf"
-	}
-	if isSVG(head) {
-		return "image/svg+xml"
+	switch {
+	case bytes.HasPrefix(head, []byte("%PDF-")):
+		return TypePDF
+	case bytes.HasPrefix(head, []byte(`{\rtf`)):
+		return TypeRTF
+	case bytes.HasPrefix(head, []byte("II*\x00")) || bytes.HasPrefix(head, []byte("MM\x00*")):
+		return TypeTIFF
+	case bytes.HasPrefix(head, []byte("PK\x03\x04")):
+		return sniffZip(input)
+	case isSVG(head):
+		return TypeSVG
+	case isDOT(head):
+		return TypeDOT
 	}
 	t := http.DetectContentType(head)
 	t, _, _ = strings.Cut(t, ";")
 	return t
+}
+
+// sniffZip tells OOXML and ODF documents from other ZIP files.
+func sniffZip(input []byte) string {
+	// ODF puts an uncompressed "mimetype" entry first (ODF 1.2, 3.3).
+	if len(input) > 38 && string(input[30:38]) == "mimetype" {
+		rest := input[38:min(len(input), 38+80)]
+		for _, t := range []string{TypeODT, TypeODS, TypeODP} {
+			if bytes.HasPrefix(rest, []byte(t)) && (len(rest) == len(t) || !isMimeChar(rest[len(t)])) {
+				return t
+			}
+		}
+	}
+	zr, err := zip.NewReader(bytes.NewReader(input), int64(len(input)))
+	if err != nil {
+		return TypeZIP
+	}
+	names := map[string]bool{}
+	for _, f := range zr.File {
+		names[f.Name] = true
+	}
+	if !names["[Content_Types].xml"] {
+		return TypeZIP
+	}
+	switch {
+	case names["word/document.xml"]:
+		return TypeDOCX
+	case names["xl/workbook.xml"]:
+		return TypeXLSX
+	case names["ppt/presentation.xml"]:
+		return TypePPTX
+	}
+	return TypeZIP
+}
+
+func isMimeChar(c byte) bool {
+	return c == '.' || c == '-' || c == '+' || (c >= 'a' && c <= 'z')
 }
 
 // isSVG reports whether head is XML whose root element is <svg>: it skips
@@ -65,4 +145,62 @@ func isSVG(head []byte) bool {
 			return bytes.HasPrefix(s, []byte("<svg")) && len(s) > 4 && strings.ContainsRune(" \t\r\n>/", rune(s[4]))
 		}
 	}
+}
+
+// isDOT reports whether head starts like a Graphviz graph: comments, then
+// optionally "strict", then "graph" or "digraph", an optional ID and "{".
+func isDOT(head []byte) bool {
+	s := string(bytes.TrimPrefix(head, []byte("\xef\xbb\xbf")))
+	for {
+		s = strings.TrimLeft(s, " \t\r\n")
+		switch {
+		case strings.HasPrefix(s, "//") || strings.HasPrefix(s, "#"):
+			i := strings.IndexByte(s, '\n')
+			if i < 0 {
+				return false
+			}
+			s = s[i+1:]
+			continue
+		case strings.HasPrefix(s, "/*"):
+			i := strings.Index(s, "*/")
+			if i < 0 {
+				return false
+			}
+			s = s[i+2:]
+			continue
+		}
+		break
+	}
+	words := strings.Fields(strings.ToLower(s))
+	if len(words) > 0 && words[0] == "strict" {
+		words = words[1:]
+	}
+	if len(words) == 0 {
+		return false
+	}
+	kw, rest, _ := strings.Cut(words[0], "{")
+	if kw != "graph" && kw != "digraph" {
+		return false
+	}
+	if strings.Contains(words[0], "{") {
+		_ = rest
+		return true
+	}
+	// "digraph G {" or "digraph {" or "digraph "G" {"
+	for _, w := range words[1:min(len(words), 3)] {
+		if strings.HasPrefix(w, "{") || strings.HasSuffix(w, "{") {
+			return true
+		}
+	}
+	return false
+}
+
+// imageSize reads an image's dimensions from its header without decoding
+// its pixels.
+func imageSize(input []byte) (w, h int, err error) {
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(input))
+	if err != nil {
+		return 0, 0, err
+	}
+	return cfg.Width, cfg.Height, nil
 }

@@ -66,3 +66,39 @@ func HTML(heading, para string) []byte {
 <body><h1>%s</h1><p>%s</p></body></html>
 `, heading, heading, para))
 }
+
+// Markdown returns a Markdown document with a heading, a GFM table, a task
+// list and a raw <script> that a safe renderer must not pass through.
+func Markdown(title string) []byte {
+	return []byte(fmt.Sprintf(`# %s
+
+Some *emphasis*, **strong** text and ~~strikethrough~~.
+
+| Renderer | Output |
+|----------|--------|
+| pdf-png  | PNG    |
+| dot-svg  | SVG    |
+
+- [x] sandboxed
+- [ ] shared
+
+<script>alert("xss")</script>
+`, title))
+}
+
+// DOT returns a small directed graph whose node labels are given.
+func DOT(labels ...string) []byte {
+	var b strings.Builder
+	b.WriteString("digraph G {\n  rankdir=LR;\n")
+	for i := 0; i+1 < len(labels); i++ {
+		fmt.Fprintf(&b, "  %q -> %q;\n", labels[i], labels[i+1])
+	}
+	b.WriteString("}\n")
+	return []byte(b.String())
+}
+
+// RTF returns an RTF document with one paragraph of text (ASCII, no braces
+// or backslashes).
+func RTF(text string) []byte {
+	return []byte(`{\rtf1\ansi\deff0{\fonttbl{\f0 Helvetica;}}\f0\fs24 ` + text + `\par}`)
+}

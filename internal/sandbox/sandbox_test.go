@@ -48,11 +48,7 @@ func wantOutcome(t *testing.T, err error, want sandbox.Outcome) *sandbox.Error {
 func TestIsolationFromInside(t *testing.T) {
 	t.Parallel()
 	m := testenv.Manager(t, sandbox.Config{})
-	canary, err := sandbox.NewCanary("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer canary.Close()
+	canary := testenv.Canary(t, "127.0.0.1:0")
 	lim := sandbox.Limits{TmpBytes: 64 << 20}
 	res, err := m.Run(context.Background(), sandbox.Job{
 		Request: wire.Request{Mode: wire.ModeProbe, Probe: &wire.ProbeRequest{
@@ -134,8 +130,14 @@ func TestEndlessLoopTimesOut(t *testing.T) {
 	res, err := m.Run(context.Background(), shJob("while :; do :; done", sandbox.Limits{Timeout: timeout}))
 	total := time.Since(start)
 	wantOutcome(t, err, sandbox.Timeout)
-	if res.Timings.Start+res.Timings.Render+res.Timings.Teardown > timeout+time.Second {
-		t.Errorf("start+render+teardown took %v (%+v), want within deadline %v + 1s", total, res.Timings, timeout)
+	// The deadline covers start and render; the kill must land within a
+	// second of it. Deletion follows and may be slow on a loaded host,
+	// but it is bounded too.
+	if killed := res.Timings.Start + res.Timings.Render; killed > timeout+time.Second {
+		t.Errorf("the sandbox was killed %v after start (%+v), want within deadline %v + 1s", killed, res.Timings, timeout)
+	}
+	if total > timeout+res.Timings.Create+5*time.Second {
+		t.Errorf("Run took %v (%+v), want teardown within 5s of the deadline", total, res.Timings)
 	}
 }
 
@@ -293,10 +295,11 @@ func TestCancelKillsTheSandbox(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(1500*time.Millisecond, cancel)
 	start := time.Now()
-	_, err := m.Run(ctx, shJob("sleep 60", sandbox.Limits{}))
+	res, err := m.Run(ctx, shJob("sleep 60", sandbox.Limits{}))
 	wantOutcome(t, err, sandbox.Canceled)
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("cancel took effect after %v, want about 1.5s", d)
+	// Killed within a second of the cancel; deletion follows.
+	if d := time.Since(start) - res.Timings.Teardown; d > 2500*time.Millisecond {
+		t.Errorf("cancel took effect after %v (%+v), want within 1s of the cancel at 1.5s", d, res.Timings)
 	}
 }
 

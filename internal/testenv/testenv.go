@@ -134,3 +134,15 @@ func Run(m *testing.M) int {
 	}
 	return code
 }
+
+// Canary opens a host TCP listener on addr (e.g. "127.0.0.1:0") that counts
+// connections, closed when the test ends.
+func Canary(t testing.TB, addr string) *sandbox.Canary {
+	t.Helper()
+	c, err := sandbox.NewCanary(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

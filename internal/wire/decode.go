@@ -36,6 +36,11 @@ func ValidName(name string) bool {
 	return true
 }
 
+// underTmp reports whether p is a clean absolute path below /tmp.
+func underTmp(p string) bool {
+	return path.IsAbs(p) && path.Clean(p) == p && len(p) > len("/tmp/") && p[:len("/tmp/")] == "/tmp/"
+}
+
 // ReadRequest reads a request and copies its input to dst, reading at most
 // maxInput bytes of input whatever the header claims.
 func ReadRequest(r io.Reader, dst io.Writer, maxInput int64) (*Request, error) {
@@ -53,8 +58,29 @@ func ReadRequest(r io.Reader, dst io.Writer, maxInput int64) (*Request, error) {
 	}
 	switch req.Mode {
 	case ModeRender:
-		if len(req.Argv) == 0 || !path.IsAbs(req.Argv[0]) {
-			return nil, protoErr("render request needs an absolute argv[0]")
+		if len(req.Argv) > 0 {
+			if len(req.Steps) > 0 {
+				return nil, protoErr("render request has both argv and steps")
+			}
+			req.Steps = []Step{{Argv: req.Argv}}
+			req.Argv = nil
+		}
+		if len(req.Steps) == 0 && req.Browser == nil {
+			return nil, protoErr("render request has nothing to run")
+		}
+		for _, st := range req.Steps {
+			if len(st.Argv) == 0 || !path.IsAbs(st.Argv[0]) {
+				return nil, protoErr("every step needs an absolute argv[0]")
+			}
+			if st.Stdout != "" && !underTmp(st.Stdout) {
+				return nil, protoErr("step stdout %q is not a file under /tmp", st.Stdout)
+			}
+		}
+		if b := req.Browser; b != nil {
+			if len(b.Argv) == 0 || !path.IsAbs(b.Argv[0]) || !underTmp(b.Page) || !ValidName(b.Output) ||
+				(b.PDF == nil) == (b.Screenshot == nil) {
+				return nil, protoErr("browser request needs an absolute argv[0], a page under /tmp, an output name and exactly one of pdf or screenshot")
+			}
 		}
 		if !ValidName(req.InputName) {
 			return nil, protoErr("input name %q is not a plain file name", req.InputName)

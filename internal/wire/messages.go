@@ -18,7 +18,14 @@ const (
 type Request struct {
 	Mode string `json:"mode"`
 	// Argv is run without a shell; Argv[0] is an absolute path in the rootfs.
+	// It is shorthand for a single step.
 	Argv []string `json:"argv,omitempty"`
+	// Steps run in order, each without a shell; the first failure ends the
+	// job. Used when Argv is empty.
+	Steps []Step `json:"steps,omitempty"`
+	// Browser, when set, drives Chromium over the DevTools pipe after the
+	// steps.
+	Browser *Browser `json:"browser,omitempty"`
 	// Env is the renderer's whole environment (KEY=value).
 	Env []string `json:"env,omitempty"`
 	// InputName is the file name the input is written to under InputDir.
@@ -31,6 +38,59 @@ type Request struct {
 	// StderrTail is how many bytes of the renderer's stdout+stderr to keep.
 	StderrTail int           `json:"stderr_tail,omitempty"`
 	Probe      *ProbeRequest `json:"probe,omitempty"`
+}
+
+// Step is one program the agent runs.
+type Step struct {
+	Argv []string `json:"argv"`
+	// Stdout, if set, is a file under /tmp that receives the program's
+	// standard output; otherwise it joins the stderr tail.
+	Stdout string `json:"stdout,omitempty"`
+}
+
+// Browser is a page for Chromium to load and print or capture. The agent
+// serves Page as the only resource the page can load: every other request
+// (network, file, another job's path) fails.
+type Browser struct {
+	// Argv is Chromium and its fixed flags; the agent adds the DevTools pipe.
+	Argv []string `json:"argv"`
+	// Page is the HTML file under /tmp to serve as the page.
+	Page string `json:"page"`
+	// Media is the emulated CSS media type: "print", "screen" or "".
+	Media string `json:"media,omitempty"`
+	// JavaScript disabled when false.
+	JavaScript bool `json:"javascript"`
+	// Output is the file name written under OutputDir.
+	Output     string      `json:"output"`
+	PDF        *PDFOptions `json:"pdf,omitempty"`
+	Screenshot *Screenshot `json:"screenshot,omitempty"`
+}
+
+// PDFOptions are Page.printToPDF's parameters; lengths in inches.
+type PDFOptions struct {
+	Landscape         bool    `json:"landscape,omitempty"`
+	PrintBackground   bool    `json:"printBackground,omitempty"`
+	Scale             float64 `json:"scale,omitempty"`
+	PaperWidth        float64 `json:"paperWidth,omitempty"`
+	PaperHeight       float64 `json:"paperHeight,omitempty"`
+	MarginTop         float64 `json:"marginTop"`
+	MarginBottom      float64 `json:"marginBottom"`
+	MarginLeft        float64 `json:"marginLeft"`
+	MarginRight       float64 `json:"marginRight"`
+	PageRanges        string  `json:"pageRanges,omitempty"`
+	PreferCSSPageSize bool    `json:"preferCSSPageSize,omitempty"`
+}
+
+// Screenshot is a capture of the page.
+type Screenshot struct {
+	Width             int     `json:"width"`
+	Height            int     `json:"height"`
+	FullPage          bool    `json:"full_page,omitempty"`
+	DeviceScaleFactor float64 `json:"device_scale_factor,omitempty"`
+	Format            string  `json:"format"` // png, jpeg or webp
+	Quality           int     `json:"quality,omitempty"`
+	// MaxPixels bounds width × height × scale² of a full-page capture.
+	MaxPixels int64 `json:"max_pixels"`
 }
 
 // ProbeRequest asks the probe for active checks beyond the passive report.
@@ -70,6 +130,8 @@ type Result struct {
 	DurationMS int64        `json:"duration_ms"`
 	Files      []FileInfo   `json:"files,omitempty"`
 	Probe      *ProbeReport `json:"probe,omitempty"`
+	// Blocked lists the first requests the page made that were refused.
+	Blocked []string `json:"blocked,omitempty"`
 }
 
 // FileInfo lists an output file the agent sent, with its digest.

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// pageURL is where the page appears to come from. Nothing resolves it: the
+// agent answers the request itself, and refuses every other one, so the
+// page can read only the job's own input.
+const pageURL = "https://document.renderbox.invalid/"
+
+// maxBlocked bounds how many refused requests are reported.
+const maxBlocked = 20
+
+// browse launches Chromium on the DevTools pipe, loads b.Page and prints or
+// captures it into OutputDir/b.Output.
+func browse(b *wire.Browser, env []string, tail *tail, res *wire.Result) error {
+	page, err := os.ReadFile(b.Page)
+	if err != nil {
+		return fmt.Errorf("reading the page: %w", err)
+	}
+	// Chromium reads commands on fd 3 and writes replies on fd 4.
+	cmdR, cmdW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	replyR, replyW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	argv := append(append([]string{}, b.Argv...), "--remote-debugging-pipe")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = env, wire.WorkDir
+	cmd.Stdout, cmd.Stderr = tail, tail
+	cmd.ExtraFiles = []*os.File{cmdR, replyW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err = startReserving(cmd)
+	cmdR.Close()
+	replyW.Close()
+	if err != nil {
+		cmdW.Close()
+		replyR.Close()
+		return fmt.Errorf("starting chromium: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	c := newCDP(cmdW, replyR)
+	c.mark = func(what string) {
+		fmt.Fprintf(tail, "renderbox-agent: %s at %dms\n", what, time.Since(t0).Milliseconds())
+	}
+
+	err = drive(c, b, page)
+	c.mark("done")
+
+	// The sandbox is single-use: no graceful shutdown, whose crash-reporter
+	// handshake alone costs seconds under gVisor.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-exited
+	cmdW.Close()
+	res.Blocked = c.blockedURLs()
+	if err != nil {
+		recordExit(cmd.ProcessState, res)
+	}
+	return err
+}
+
+func drive(c *cdp, b *wire.Browser, page []byte) error {
+	var target struct {
+		TargetID string `json:"targetId"`
+	}
+	if err := c.call("", "Target.createTarget", map[string]any{"url": "about:blank"}, &target); err != nil {
+		return err
+	}
+	c.mark("browser up")
+	var att struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := c.call("", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &att); err != nil {
+		return err
+	}
+	s := att.SessionID
+	c.intercept(s, page)
+	type command struct {
+		method string
+		params any
+	}
+	setup := []command{
+		{"Fetch.enable", map[string]any{"patterns": []map[string]any{{"urlPattern": "*"}}}},
+		{"Page.enable", nil},
+	}
+	if !b.JavaScript {
+		setup = append(setup, command{"Emulation.setScriptExecutionDisabled", map[string]any{"value": true}})
+	}
+	if b.Media != "" {
+		setup = append(setup, command{"Emulation.setEmulatedMedia", map[string]any{"media": b.Media}})
+	}
+	if sc := b.Screenshot; sc != nil {
+		setup = append(setup, command{"Emulation.setDeviceMetricsOverride", metrics(sc, sc.Height)})
+	}
+	for _, st := range setup {
+		if err := c.call(s, st.method, st.params, nil); err != nil {
+			return err
+		}
+	}
+	loaded := c.await(s, "Page.loadEventFired")
+	var nav struct {
+		ErrorText string `json:"errorText"`
+	}
+	if err := c.call(s, "Page.navigate", map[string]any{"url": pageURL}, &nav); err != nil {
+		return err
+	}
+	if nav.ErrorText != "" {
+		return fmt.Errorf("loading the page: %s", nav.ErrorText)
+	}
+	select {
+	case <-loaded:
+	case <-c.done:
+		return c.failure()
+	}
+	c.mark("page loaded")
+	if b.JavaScript {
+		// Web fonts and late layout settle before printing.
+		_ = c.call(s, "Runtime.evaluate", map[string]any{
+			"expression": "document.fonts.ready.then(() => true)", "awaitPromise": true,
+		}, nil)
+	}
+	var data []byte
+	var err error
+	switch {
+	case b.PDF != nil:
+		data, err = printPDF(c, s, b.PDF)
+	default:
+		data, err = capture(c, s, b.Screenshot)
+	}
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(wire.OutputDir, b.Output), data, 0o600)
+}
+
+func printPDF(c *cdp, s string, o *wire.PDFOptions) ([]byte, error) {
+	var r struct {
+		Data string `json:"data"`
+	}
+	if err := c.call(s, "Page.printToPDF", o, &r); err != nil {
+		return nil, err
+	}
+	return base64.StdEncoding.DecodeString(r.Data)
+}
+
+func metrics(sc *wire.Screenshot, height int) map[string]any {
+	return map[string]any{
+		"width": sc.Width, "height": height, "deviceScaleFactor": sc.DeviceScaleFactor, "mobile": false,
+	}
+}
+
+func capture(c *cdp, s string, sc *wire.Screenshot) ([]byte, error) {
+	if sc.FullPage {
+		var lm struct {
+			CSSContentSize struct {
+				Height float64 `json:"height"`
+			} `json:"cssContentSize"`
+		}
+		if err := c.call(s, "Page.getLayoutMetrics", nil, &lm); err != nil {
+			return nil, err
+		}
+		h := int(math.Ceil(lm.CSSContentSize.Height))
+		dsf := math.Max(sc.DeviceScaleFactor, 1)
+		if maxH := int(float64(sc.MaxPixels) / (float64(sc.Width) * dsf * dsf)); h > maxH {
+			return nil, fmt.Errorf("the full page is %d×%d CSS pixels at scale %g, over the limit of %d pixels", sc.Width, h, dsf, sc.MaxPixels)
+		}
+		if h > sc.Height {
+			if err := c.call(s, "Emulation.setDeviceMetricsOverride", metrics(sc, h), nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	params := map[string]any{"format": sc.Format, "fromSurface": true}
+	if sc.Format != "png" && sc.Quality > 0 {
+		params["quality"] = sc.Quality
+	}
+	var r struct {
+		Data string `json:"data"`
+	}
+	if err := c.call(s, "Page.captureScreenshot", params, &r); err != nil {
+		return nil, err
+	}
+	return base64.StdEncoding.DecodeString(r.Data)
+}
+
+// cdp is a minimal Chrome DevTools Protocol client over the pipe:
+// NUL-terminated JSON messages, flat sessions.
+type cdp struct {
+	mu      sync.Mutex
+	w       io.Writer
+	next    int
+	pending map[int]chan message
+	waiters map[string]chan struct{}
+	onPause func(message)
+	mark    func(string)
+	blocked []string
+	done    chan struct{}
+	err     error
+}
+
+type message struct {
+	ID        int             `json:"id,omitempty"`
+	SessionID string          `json:"sessionId,omitempty"`
+	Method    string          `json:"method,omitempty"`
+	Params    json.RawMessage `json:"params,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error,omitempty"`
+}
+
+func newCDP(w io.Writer, r io.Reader) *cdp {
+	c := &cdp{w: w, pending: map[int]chan message{}, waiters: map[string]chan struct{}{}, done: make(chan struct{})}
+	go c.read(r)
+	return c
+}
+
+func (c *cdp) read(r io.Reader) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	var err error
+	for {
+		var b []byte
+		b, err = br.ReadBytes(0)
+		if err != nil {
+			break
+		}
+		var m message
+		if err = json.Unmarshal(b[:len(b)-1], &m); err != nil {
+			err = fmt.Errorf("decoding a DevTools message: %w", err)
+			break
+		}
+		c.mu.Lock()
+		if m.ID != 0 {
+			if ch, ok := c.pending[m.ID]; ok {
+				delete(c.pending, m.ID)
+				ch <- m
+			}
+		} else if m.Method == "Fetch.requestPaused" && c.onPause != nil {
+			go c.onPause(m)
+		} else if ch, ok := c.waiters[m.SessionID+" "+m.Method]; ok {
+			delete(c.waiters, m.SessionID+" "+m.Method)
+			close(ch)
+		}
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	if errors.Is(err, io.EOF) {
+		err = errors.New("chromium closed the DevTools pipe (it crashed or was killed)")
+	}
+	c.err = err
+	c.mu.Unlock()
+	close(c.done)
+}
+
+func (c *cdp) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// call sends method and decodes its result into out (if not nil).
+func (c *cdp) call(session, method string, params, out any) error {
+	c.mu.Lock()
+	c.next++
+	id := c.next
+	ch := make(chan message, 1)
+	c.pending[id] = ch
+	b, err := json.Marshal(message{ID: id, SessionID: session, Method: method, Params: raw(params)})
+	if err == nil {
+		_, err = c.w.Write(append(b, 0))
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	select {
+	case m := <-ch:
+		if m.Error != nil {
+			return fmt.Errorf("%s: %s (%d)", method, m.Error.Message, m.Error.Code)
+		}
+		if out != nil {
+			return json.Unmarshal(m.Result, out)
+		}
+		return nil
+	case <-c.done:
+		return fmt.Errorf("%s: %w", method, c.failure())
+	}
+}
+
+func raw(v any) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// await returns a channel closed when the session sees event method.
+func (c *cdp) await(session, method string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan struct{})
+	c.waiters[session+" "+method] = ch
+	return ch
+}
+
+// intercept answers the page's requests: the page URL gets the input,
+// everything else fails and is recorded.
+func (c *cdp) intercept(session string, page []byte) {
+	body := base64.StdEncoding.EncodeToString(page)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onPause = func(m message) {
+		var p struct {
+			RequestID string `json:"requestId"`
+			Request   struct {
+				URL    string `json:"url"`
+				Method string `json:"method"`
+			} `json:"request"`
+		}
+		if json.Unmarshal(m.Params, &p) != nil {
+			return
+		}
+		if p.Request.URL == pageURL && p.Request.Method == "GET" {
+			_ = c.call(m.SessionID, "Fetch.fulfillRequest", map[string]any{
+				"requestId": p.RequestID, "responseCode": 200, "body": body,
+				"responseHeaders": []map[string]string{
+					{"name": "Content-Type", "value": "text/html; charset=utf-8"},
+					{"name": "Cache-Control", "value": "no-store"},
+				},
+			}, nil)
+			return
+		}
+		c.mu.Lock()
+		if len(c.blocked) < maxBlocked {
+			u := p.Request.URL
+			if len(u) > 200 {
+				u = u[:200] + "…"
+			}
+			c.blocked = append(c.blocked, u)
+		}
+		c.mu.Unlock()
+		_ = c.call(m.SessionID, "Fetch.failRequest", map[string]any{"requestId": p.RequestID, "errorReason": "AccessDenied"}, nil)
+	}
+}
+
+// blockedURLs returns the requests refused so far.
+func (c *cdp) blockedURLs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.blocked...)
+}

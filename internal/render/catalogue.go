@@ -1,0 +1,387 @@
+package render
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// chromiumArgs are the flags Chromium needs inside the sandbox (NOTES.md):
+// gVisor is the sandbox, so Chromium's own is off; nothing may reach out.
+// The agent adds --remote-debugging-pipe and drives it over DevTools.
+var chromiumArgs = []string{
+	"/usr/lib/chromium/chromium",
+	"--headless",
+	"--no-sandbox",
+	"--disable-gpu",
+	"--no-first-run",
+	"--no-default-browser-check",
+	"--disable-background-networking",
+	"--disable-component-update",
+	"--disable-sync",
+	"--disable-extensions",
+	"--disable-dev-shm-usage",
+	"--disable-crash-reporter",
+	"--disable-breakpad",
+	"--password-store=basic",
+	// Fewer processes to start under gVisor: measured 8.5s → 8.0s per job,
+	// and the browser comes up ~1.5s sooner.
+	"--in-process-gpu",
+	"--enable-features=NetworkServiceInProcess2",
+	"--user-data-dir=" + wire.WorkDir + "/chromium",
+}
+
+var chromiumEnv = []string{
+	"PATH=/usr/bin:/bin",
+	"HOME=" + wire.WorkDir,
+	"XDG_CACHE_HOME=" + wire.WorkDir + "/.cache",
+	"XDG_CONFIG_HOME=" + wire.WorkDir + "/.config",
+	"DBUS_SESSION_BUS_ADDRESS=disabled:",
+	"LANG=C.UTF-8",
+}
+
+var plainEnv = []string{"PATH=/usr/bin:/bin", "HOME=" + wire.WorkDir, "LANG=C.UTF-8"}
+
+// Chromium is multi-process: it gets both cores and room for its threads.
+var chromiumLimits = sandbox.Limits{Timeout: 60 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20}
+
+// Paper sizes in inches.
+var papers = map[string][2]float64{
+	"letter": {8.5, 11}, "legal": {8.5, 14}, "tabloid": {11, 17},
+	"a3": {11.69, 16.54}, "a4": {8.27, 11.69}, "a5": {5.83, 8.27},
+}
+
+// pdfSchema are the options of renderers that print through Chromium.
+func pdfSchema(withJS bool) []Option {
+	o := []Option{
+		enumOpt("paper", "Paper size.", "letter", "letter", "legal", "tabloid", "a3", "a4", "a5"),
+		boolOpt("landscape", "Landscape orientation.", false),
+		numOpt("margin_mm", "Margin on every side, in millimetres.", 10, 0, 50),
+		numOpt("scale", "Scale of the page rendering.", 1, 0.1, 2),
+		boolOpt("print_background", "Print background colours and images.", true),
+		patternOpt("page_ranges", "Pages to print, e.g. \"1-3,5\"; all when absent.", `[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?(,[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?){0,49}`),
+		boolOpt("prefer_css_page_size", "Let CSS @page size win over paper.", false),
+	}
+	if withJS {
+		o = append(o,
+			enumOpt("media", "Emulated CSS media type.", "print", "print", "screen"),
+			boolOpt("javascript", "Run the page's JavaScript.", true))
+	}
+	return o
+}
+
+func pdfOptions(v Values) *wire.PDFOptions {
+	p := papers[v.String("paper")]
+	m := v.Float("margin_mm") / 25.4
+	return &wire.PDFOptions{
+		Landscape: v.Bool("landscape"), PrintBackground: v.Bool("print_background"), Scale: v.Float("scale"),
+		PaperWidth: p[0], PaperHeight: p[1], MarginTop: m, MarginBottom: m, MarginLeft: m, MarginRight: m,
+		PageRanges: v.String("page_ranges"), PreferCSSPageSize: v.Bool("prefer_css_page_size"),
+	}
+}
+
+// cmark renders Markdown safely: raw HTML is not passed through (no
+// --unsafe), and the tagfilter extension escapes the dangerous tags GFM
+// would otherwise allow.
+func cmarkSteps(in inputFile, v Values, dest string) []wire.Step {
+	argv := []string{"/usr/bin/cmark-gfm", "--to", "html", "--validate-utf8",
+		"--extension", "table", "--extension", "strikethrough", "--extension", "autolink",
+		"--extension", "tagfilter", "--extension", "tasklist"}
+	if v.Bool("smart") {
+		argv = append(argv, "--smart")
+	}
+	if v.Bool("hardbreaks") {
+		argv = append(argv, "--hardbreaks")
+	}
+	argv = append(argv, in.Path)
+	return []wire.Step{
+		{Argv: argv, Stdout: wire.WorkDir + "/body.html"},
+		// The page wrapper ships in the rootfs (rootfs/files): no shell, no
+		// template built from user data.
+		{Argv: []string{"/bin/cat", "/usr/share/renderbox/markdown-head.html", wire.WorkDir + "/body.html",
+			"/usr/share/renderbox/markdown-tail.html"}, Stdout: dest},
+	}
+}
+
+var markdownSchema = []Option{
+	boolOpt("smart", "Smart punctuation: curly quotes, dashes, ellipses.", false),
+	boolOpt("hardbreaks", "Treat newlines inside paragraphs as line breaks.", false),
+}
+
+// pageRe matches pdftoppm's zero-padded page numbers.
+var pageRe = regexp.MustCompile(`^page-0*(\d+)\.(png|jpg)$`)
+
+var colorPattern = `#[0-9a-fA-F]{6}([0-9a-fA-F]{2})?`
+
+var layouts = []string{"dot", "neato", "fdp", "sfdp", "circo", "twopi", "osage", "patchwork"}
+
+func svgArgs(format, out string, in inputFile, v Values) []string {
+	argv := []string{"/usr/bin/rsvg-convert", "--format=" + format, "--output=" + out}
+	if v.Has("width") {
+		argv = append(argv, "--width="+strconv.Itoa(v.Int("width")))
+	}
+	if v.Has("height") {
+		argv = append(argv, "--height="+strconv.Itoa(v.Int("height")))
+	}
+	if v.Has("width") && v.Has("height") && v.Bool("keep_aspect_ratio") {
+		argv = append(argv, "--keep-aspect-ratio")
+	}
+	if z := v.Float("zoom"); z != 1 && z != 0 {
+		argv = append(argv, "--zoom="+strconv.FormatFloat(z, 'f', -1, 64))
+	}
+	if bg := v.String("background"); bg != "" {
+		argv = append(argv, "--background-color="+bg)
+	}
+	return append(argv, in.Path)
+}
+
+var catalogue = map[string]*Renderer{
+	"html-pdf": {
+		Name:          "html-pdf",
+		Description:   "Print an HTML page to PDF with headless Chromium. The page can load nothing but itself. Output: output.pdf.",
+		Inputs:        []string{TypeHTML},
+		Output:        TypePDF,
+		Options:       pdfSchema(true),
+		MaxInputBytes: 10 << 20,
+		Limits:        chromiumLimits,
+		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+			return wire.Request{Env: chromiumEnv, Browser: &wire.Browser{
+				Argv: chromiumArgs, Page: in.Path, Media: v.String("media"), JavaScript: v.Bool("javascript"),
+				Output: "output.pdf", PDF: pdfOptions(v),
+			}}, nil
+		},
+	},
+	"html-png": {
+		Name:          "html-png",
+		Description:   "Screenshot an HTML page with headless Chromium. The page can load nothing but itself. Output: output.png.",
+		Inputs:        []string{TypeHTML},
+		Output:        TypePNG,
+		MaxInputBytes: 10 << 20,
+		MaxPixels:     40_000_000,
+		Options: []Option{
+			intOpt("width", "Viewport width in CSS pixels.", 1280, 16, 3840),
+			intOpt("height", "Viewport height in CSS pixels.", 800, 16, 4096),
+			boolOpt("full_page", "Capture the whole page, not just the viewport.", false),
+			numOpt("device_scale_factor", "Device pixels per CSS pixel.", 1, 0.5, 3),
+			enumOpt("media", "Emulated CSS media type.", "screen", "print", "screen"),
+			boolOpt("javascript", "Run the page's JavaScript.", true),
+		},
+		Limits: chromiumLimits,
+		build: func(in inputFile, v Values, l Limits) (wire.Request, error) {
+			sc := &wire.Screenshot{Width: v.Int("width"), Height: v.Int("height"), FullPage: v.Bool("full_page"),
+				DeviceScaleFactor: v.Float("device_scale_factor"), Format: "png", MaxPixels: l.MaxPixels}
+			if px := float64(sc.Width*sc.Height) * sc.DeviceScaleFactor * sc.DeviceScaleFactor; px > float64(l.MaxPixels) {
+				return wire.Request{}, fmt.Errorf("%w: a %d×%d viewport at scale %g is %.0f pixels, over the limit of %d", ErrInvalidOptions, sc.Width, sc.Height, sc.DeviceScaleFactor, px, l.MaxPixels)
+			}
+			return wire.Request{Env: chromiumEnv, Browser: &wire.Browser{
+				Argv: chromiumArgs, Page: in.Path, Media: v.String("media"), JavaScript: v.Bool("javascript"),
+				Output: "output.png", Screenshot: sc,
+			}}, nil
+		},
+	},
+	"markdown-html": {
+		Name:          "markdown-html",
+		Description:   "Render Markdown (CommonMark + GFM tables, strikethrough, autolinks, task lists) to a standalone HTML page; raw HTML is not passed through. Output: output.html.",
+		Inputs:        []string{TypeText, TypeHTML},
+		Output:        "text/html",
+		Options:       markdownSchema,
+		MaxInputBytes: 5 << 20,
+		Limits:        sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20},
+		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+			return wire.Request{Env: plainEnv, Steps: cmarkSteps(in, v, wire.OutputDir+"/output.html")}, nil
+		},
+	},
+	"markdown-pdf": {
+		Name:          "markdown-pdf",
+		Description:   "Render Markdown (CommonMark + GFM) to PDF: cmark-gfm, then Chromium with JavaScript off. Output: output.pdf.",
+		Inputs:        []string{TypeText, TypeHTML},
+		Output:        TypePDF,
+		Options:       append(append([]Option{}, markdownSchema...), pdfSchema(false)...),
+		MaxInputBytes: 5 << 20,
+		Limits:        chromiumLimits,
+		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+			page := wire.WorkDir + "/document.html"
+			return wire.Request{Env: chromiumEnv, Steps: cmarkSteps(in, v, page), Browser: &wire.Browser{
+				Argv: chromiumArgs, Page: page, Media: "print", JavaScript: false,
+				Output: "output.pdf", PDF: pdfOptions(v),
+			}}, nil
+		},
+	},
+	"pdf-png": {
+		Name:          "pdf-png",
+		Description:   "Rasterise the pages of a PDF with poppler's pdftoppm. Outputs: page-1.png, page-2.png, … (page-N.jpg for JPEG).",
+		Inputs:        []string{TypePDF},
+		Output:        TypePNG,
+		MaxInputBytes: 50 << 20,
+		MaxPages:      100,
+		Options: []Option{
+			enumOpt("format", "Image format.", "png", "png", "jpeg"),
+			intOpt("dpi", "Resolution in dots per inch.", 150, 36, 600),
+			intOpt("first_page", "First page to render.", 1, 1, 100000),
+			{Name: "last_page", Type: "integer", Description: "Last page to render; at most first_page + max_pages - 1.", Minimum: num(1), Maximum: num(100000)},
+			intOpt("quality", "JPEG quality.", 90, 1, 100),
+		},
+		Limits: sandbox.Limits{Timeout: 60 * time.Second, MemoryBytes: 1 << 30, TmpBytes: 512 << 20},
+		build: func(in inputFile, v Values, l Limits) (wire.Request, error) {
+			first := v.Int("first_page")
+			last := first + l.MaxPages - 1
+			if v.Has("last_page") {
+				if v.Int("last_page") < first {
+					return wire.Request{}, fmt.Errorf("%w: last_page %d is before first_page %d", ErrInvalidOptions, v.Int("last_page"), first)
+				}
+				last = min(last, v.Int("last_page"))
+			}
+			argv := []string{"/usr/bin/pdftoppm", "-r", strconv.Itoa(v.Int("dpi")), "-f", strconv.Itoa(first), "-l", strconv.Itoa(last)}
+			if v.String("format") == "jpeg" {
+				argv = append(argv, "-jpeg", "-jpegopt", "quality="+strconv.Itoa(v.Int("quality")))
+			} else {
+				argv = append(argv, "-png")
+			}
+			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: append(argv, in.Path, wire.OutputDir+"/page")}}}, nil
+		},
+		rename: func(n string) string {
+			if m := pageRe.FindStringSubmatch(n); m != nil {
+				return "page-" + m[1] + "." + m[2]
+			}
+			return n
+		},
+	},
+	"svg-png": {
+		Name:          "svg-png",
+		Description:   "Render an SVG image to PNG with librsvg. Output: output.png.",
+		Inputs:        []string{TypeSVG},
+		Output:        TypePNG,
+		MaxInputBytes: 10 << 20,
+		Options: []Option{
+			{Name: "width", Type: "integer", Description: "Output width in pixels (default: the SVG's own).", Minimum: num(1), Maximum: num(8192)},
+			{Name: "height", Type: "integer", Description: "Output height in pixels (default: the SVG's own).", Minimum: num(1), Maximum: num(8192)},
+			boolOpt("keep_aspect_ratio", "With both width and height, keep the SVG's aspect ratio.", true),
+			numOpt("zoom", "Zoom factor.", 1, 0.1, 10),
+			patternOpt("background", "Background colour as #rrggbb or #rrggbbaa (default: transparent).", colorPattern),
+		},
+		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20},
+		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: svgArgs("png", wire.OutputDir+"/output.png", in, v)}}}, nil
+		},
+	},
+	"svg-pdf": {
+		Name:          "svg-pdf",
+		Description:   "Render an SVG image to PDF with librsvg. Output: output.pdf.",
+		Inputs:        []string{TypeSVG},
+		Output:        TypePDF,
+		MaxInputBytes: 10 << 20,
+		Options: []Option{
+			numOpt("zoom", "Zoom factor.", 1, 0.1, 10),
+			patternOpt("background", "Background colour as #rrggbb or #rrggbbaa (default: none).", colorPattern),
+		},
+		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20},
+		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: svgArgs("pdf", wire.OutputDir+"/output.pdf", in, v)}}}, nil
+		},
+	},
+	"dot-svg": {
+		Name:          "dot-svg",
+		Description:   "Lay out a Graphviz graph and draw it as SVG. Output: output.svg.",
+		Inputs:        []string{TypeDOT},
+		Output:        TypeSVG,
+		MaxInputBytes: 2 << 20,
+		Options:       []Option{enumOpt("layout", "Layout engine.", "dot", layouts...)},
+		Limits:        sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20},
+		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: []string{
+				"/usr/bin/dot", "-K" + v.String("layout"), "-Tsvg", "-o", wire.OutputDir + "/output.svg", in.Path,
+			}}}}, nil
+		},
+	},
+	"dot-png": {
+		Name:          "dot-png",
+		Description:   "Lay out a Graphviz graph and draw it as PNG. Output: output.png.",
+		Inputs:        []string{TypeDOT},
+		Output:        TypePNG,
+		MaxInputBytes: 2 << 20,
+		Options: []Option{
+			enumOpt("layout", "Layout engine.", "dot", layouts...),
+			intOpt("dpi", "Resolution in dots per inch.", 96, 36, 300),
+		},
+		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20},
+		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: []string{
+				"/usr/bin/dot", "-K" + v.String("layout"), "-Tpng", "-Gdpi=" + strconv.Itoa(v.Int("dpi")),
+				"-o", wire.OutputDir + "/output.png", in.Path,
+			}}}}, nil
+		},
+	},
+	"image-thumbnail": {
+		Name:          "image-thumbnail",
+		Description:   "Shrink an image (PNG, JPEG, WebP, GIF, TIFF) to fit a box with libvips, metadata stripped. Images over max_pixels are refused from their header, before decoding. Output: thumbnail.png, .jpg or .webp.",
+		Inputs:        []string{TypePNG, TypeJPEG, TypeWebP, TypeGIF, TypeTIFF},
+		Output:        TypePNG,
+		MaxInputBytes: 50 << 20,
+		MaxPixels:     50_000_000,
+		Options: []Option{
+			intOpt("width", "Largest width in pixels.", 256, 1, 4096),
+			intOpt("height", "Largest height in pixels.", 256, 1, 4096),
+			enumOpt("format", "Output format.", "png", "png", "jpeg", "webp"),
+			intOpt("quality", "JPEG/WebP quality.", 85, 1, 100),
+			enumOpt("crop", "Fill the box exactly by cropping: none, centre or attention (the most interesting part).", "none", "none", "centre", "attention"),
+		},
+		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 1 << 30},
+		check: func(input []byte, l Limits) error {
+			w, h, err := imageSize(input)
+			if err != nil {
+				return fmt.Errorf("%w: cannot read the image's header: %v", ErrInvalidInput, err)
+			}
+			if int64(w)*int64(h) > l.MaxPixels {
+				return fmt.Errorf("%w: the image is %d×%d = %d pixels, over the limit of %d", ErrInputTooLarge, w, h, int64(w)*int64(h), l.MaxPixels)
+			}
+			return nil
+		},
+		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+			ext, opts := "png", "[strip]"
+			switch v.String("format") {
+			case "jpeg":
+				ext, opts = "jpg", "[Q="+strconv.Itoa(v.Int("quality"))+",strip]"
+			case "webp":
+				ext, opts = "webp", "[Q="+strconv.Itoa(v.Int("quality"))+",strip]"
+			}
+			argv := []string{"/usr/bin/vipsthumbnail", in.Path,
+				"--size", strconv.Itoa(v.Int("width")) + "x" + strconv.Itoa(v.Int("height"))}
+			if c := v.String("crop"); c != "none" {
+				argv = append(argv, "--smartcrop", c)
+			}
+			argv = append(argv, "-o", wire.OutputDir+"/thumbnail."+ext+opts)
+			// libvips refuses its loaders that are not fuzzed for hostile input.
+			env := append([]string{"VIPS_BLOCK_UNTRUSTED=1", "VIPS_CONCURRENCY=1"}, plainEnv...)
+			return wire.Request{Env: env, Steps: []wire.Step{{Argv: argv}}}, nil
+		},
+	},
+	"office-pdf": {
+		Name:          "office-pdf",
+		Description:   "Convert an office document (docx, xlsx, pptx, odt, ods, odp, rtf) to PDF with LibreOffice, macros off. Output: output.pdf.",
+		Inputs:        []string{TypeDOCX, TypeXLSX, TypePPTX, TypeODT, TypeODS, TypeODP, TypeRTF},
+		Output:        TypePDF,
+		MaxInputBytes: 50 << 20,
+		Limits:        sandbox.Limits{Timeout: 120 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20},
+		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+			return wire.Request{
+				Env: append([]string{"SAL_USE_VCLPLUGIN=svp"}, plainEnv...),
+				Steps: []wire.Step{{Argv: []string{
+					"/usr/lib/libreoffice/program/soffice",
+					"-env:UserInstallation=file://" + wire.WorkDir + "/libreoffice",
+					"--headless", "--invisible", "--norestore", "--nologo", "--nodefault", "--nolockcheck",
+					"--convert-to", "pdf", "--outdir", wire.OutputDir, in.Path,
+				}}},
+			}, nil
+		},
+		rename: func(n string) string {
+			if n == "input.pdf" {
+				return "output.pdf"
+			}
+			return n
+		},
+	},
+}

@@ -1,0 +1,132 @@
+package render_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"io"
+	"strings"
+	"testing"
+
+	_ "golang.org/x/image/webp"
+
+	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+func zipWrite(w io.Writer, name string) {
+	zw := zip.NewWriter(w)
+	f, _ := zw.Create(name)
+	_, _ = f.Write([]byte("hello"))
+	_ = zw.Close()
+}
+
+func encodePNG(img image.Image) []byte {
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+func encodeJPEG(img image.Image) []byte {
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 95}); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+// renderOK renders input with the named renderer in a real sandbox and
+// returns the outputs by their published names.
+func renderOK(t *testing.T, m *sandbox.Manager, name string, input []byte, opts map[string]any) (map[string][]byte, *wire.Result) {
+	t.Helper()
+	r, err := render.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := r.Prepare(input, opts, render.LimitRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Job.Input = bytes.NewReader(input)
+	res, err := m.Run(context.Background(), plan.Job)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	out := map[string][]byte{}
+	for _, f := range res.Response.Files {
+		out[r.OutputName(f.Name)] = f.Data
+	}
+	return out, &res.Response.Result
+}
+
+// tool runs a poppler tool on a PDF inside a sandbox (parsing a renderer's
+// output is untrusted work too) and returns its stdout.
+func tool(t *testing.T, m *sandbox.Manager, prog string, pdf []byte, args ...string) string {
+	t.Helper()
+	argv := append([]string{"/usr/bin/" + prog}, args...)
+	argv = append(argv, wire.InputDir+"/in.pdf")
+	if prog == "pdftotext" {
+		argv = append(argv, "-") // to stdout
+	}
+	res, err := m.Run(context.Background(), sandbox.Job{
+		Request: wire.Request{
+			Mode: wire.ModeRender, InputName: "in.pdf", InputSize: int64(len(pdf)),
+			Steps: []wire.Step{{Argv: argv, Stdout: wire.OutputDir + "/stdout.txt"}},
+			Env:   []string{"PATH=/usr/bin:/bin"},
+		},
+		Input: bytes.NewReader(pdf),
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", prog, err)
+	}
+	return string(res.Response.Files[0].Data)
+}
+
+func pdfText(t *testing.T, m *sandbox.Manager, pdf []byte) string {
+	return tool(t, m, "pdftotext", pdf, "-layout")
+}
+
+// pdfInfo returns pdfinfo's "Key: value" lines as a map.
+func pdfInfo(t *testing.T, m *sandbox.Manager, pdf []byte) map[string]string {
+	info := map[string]string{}
+	for _, line := range strings.Split(tool(t, m, "pdfinfo", pdf), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			info[k] = strings.TrimSpace(v)
+		}
+	}
+	return info
+}
+
+func decode(t *testing.T, b []byte) image.Image {
+	t.Helper()
+	img, _, err := image.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("output does not decode as an image: %v", err)
+	}
+	return img
+}
+
+func isRed(c color.Color) bool {
+	r, g, b, _ := c.RGBA()
+	return r > 0xe000 && g < 0x2000 && b < 0x2000
+}
+
+func isWhite(c color.Color) bool {
+	r, g, b, _ := c.RGBA()
+	return r > 0xf000 && g > 0xf000 && b > 0xf000
+}
+
+func keys(m map[string][]byte) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}

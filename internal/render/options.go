@@ -1,0 +1,162 @@
+package render
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Option describes one renderer option: its type, default and bounds. The
+// catalogue publishes these, so the API documents exactly what it checks.
+type Option struct {
+	Name        string   `json:"name"`
+	Type        string   `json:"type"` // integer, number, boolean, string
+	Description string   `json:"description"`
+	Default     any      `json:"default,omitempty"`
+	Minimum     *float64 `json:"minimum,omitempty"`
+	Maximum     *float64 `json:"maximum,omitempty"`
+	Enum        []string `json:"enum,omitempty"`
+	// Pattern a string value must match (anchored).
+	Pattern string `json:"pattern,omitempty"`
+	re      *regexp.Regexp
+}
+
+func num(v float64) *float64 { return &v }
+
+func intOpt(name, desc string, def, lo, hi int) Option {
+	return Option{Name: name, Type: "integer", Description: desc, Default: def, Minimum: num(float64(lo)), Maximum: num(float64(hi))}
+}
+
+func numOpt(name, desc string, def, lo, hi float64) Option {
+	return Option{Name: name, Type: "number", Description: desc, Default: def, Minimum: num(lo), Maximum: num(hi)}
+}
+
+func boolOpt(name, desc string, def bool) Option {
+	return Option{Name: name, Type: "boolean", Description: desc, Default: def}
+}
+
+func enumOpt(name, desc, def string, values ...string) Option {
+	return Option{Name: name, Type: "string", Description: desc, Default: def, Enum: values}
+}
+
+func patternOpt(name, desc, pattern string) Option {
+	return Option{Name: name, Type: "string", Description: desc, Pattern: pattern, re: regexp.MustCompile("^(?:" + pattern + ")$")}
+}
+
+// Values are validated options with defaults filled in: int, float64, bool
+// or string by the option's type.
+type Values map[string]any
+
+func (v Values) Int(k string) int       { i, _ := v[k].(int); return i }
+func (v Values) Float(k string) float64 { f, _ := v[k].(float64); return f }
+func (v Values) Bool(k string) bool     { b, _ := v[k].(bool); return b }
+func (v Values) String(k string) string { s, _ := v[k].(string); return s }
+func (v Values) Has(k string) bool      { _, ok := v[k]; return ok }
+func (v Values) IntOr(k string, d int) int {
+	if v.Has(k) {
+		return v.Int(k)
+	}
+	return d
+}
+
+// validate checks opts against schema and returns the typed values with
+// defaults. Unknown options are rejected, all named in one error.
+func validate(renderer string, schema []Option, opts map[string]any) (Values, error) {
+	byName := map[string]*Option{}
+	for i := range schema {
+		byName[schema[i].Name] = &schema[i]
+	}
+	var unknown []string
+	for k := range opts {
+		if byName[k] == nil {
+			unknown = append(unknown, strconv.Quote(k))
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		var known []string
+		for _, o := range schema {
+			known = append(known, o.Name)
+		}
+		if len(known) == 0 {
+			return nil, fmt.Errorf("%w: %s takes no options, got %s", ErrInvalidOptions, renderer, strings.Join(unknown, ", "))
+		}
+		return nil, fmt.Errorf("%w: unknown option %s for %s (known: %s)", ErrInvalidOptions, strings.Join(unknown, ", "), renderer, strings.Join(known, ", "))
+	}
+	vals := Values{}
+	for _, o := range schema {
+		raw, ok := opts[o.Name]
+		if !ok || raw == nil {
+			if o.Default != nil {
+				vals[o.Name] = o.Default
+			}
+			continue
+		}
+		v, err := o.check(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: option %q of %s: %v", ErrInvalidOptions, o.Name, renderer, err)
+		}
+		vals[o.Name] = v
+	}
+	return vals, nil
+}
+
+func (o *Option) check(raw any) (any, error) {
+	switch o.Type {
+	case "boolean":
+		b, ok := raw.(bool)
+		if !ok {
+			return nil, fmt.Errorf("got %v, want true or false", raw)
+		}
+		return b, nil
+	case "integer", "number":
+		f, ok := toFloat(raw)
+		if !ok {
+			return nil, fmt.Errorf("got %v, want a number", raw)
+		}
+		if o.Type == "integer" && f != math.Trunc(f) {
+			return nil, fmt.Errorf("got %v, want a whole number", raw)
+		}
+		if (o.Minimum != nil && f < *o.Minimum) || (o.Maximum != nil && f > *o.Maximum) {
+			return nil, fmt.Errorf("%v is out of range [%v, %v]", raw, *o.Minimum, *o.Maximum)
+		}
+		if o.Type == "integer" {
+			return int(f), nil
+		}
+		return f, nil
+	default:
+		s, ok := raw.(string)
+		if !ok {
+			return nil, fmt.Errorf("got %v, want a string", raw)
+		}
+		if len(o.Enum) > 0 {
+			for _, e := range o.Enum {
+				if s == e {
+					return s, nil
+				}
+			}
+			return nil, fmt.Errorf("%q is not one of %s", s, strings.Join(o.Enum, ", "))
+		}
+		if o.re != nil && (len(s) > 256 || !o.re.MatchString(s)) {
+			return nil, fmt.Errorf("%q does not match %s", s, o.Pattern)
+		}
+		return s, nil
+	}
+}
+
+func toFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, !math.IsNaN(n) && !math.IsInf(n, 0)
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case string:
+		return 0, false
+	}
+	return 0, false
+}

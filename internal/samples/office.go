@@ -1,0 +1,155 @@
+package samples
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/binary"
+	"encoding/xml"
+	"fmt"
+	"hash/crc32"
+	"image"
+	"image/color"
+)
+
+func escape(s string) string {
+	var b bytes.Buffer
+	_ = xml.EscapeText(&b, []byte(s))
+	return b.String()
+}
+
+func zipOf(entries [][2]string, storedFirst bool) []byte {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for i, e := range entries {
+		method := zip.Deflate
+		if storedFirst && i == 0 {
+			method = zip.Store // ODF: "mimetype" first and uncompressed
+		}
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: e[0], Method: method})
+		if err != nil {
+			panic(err)
+		}
+		if _, err := w.Write([]byte(e[1])); err != nil {
+			panic(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+// DOCX returns a Word document with one paragraph per argument.
+func DOCX(paragraphs ...string) []byte {
+	var body bytes.Buffer
+	for _, p := range paragraphs {
+		fmt.Fprintf(&body, `<w:p><w:r><w:t>%s</w:t></w:r></w:p>`, escape(p))
+	}
+	return zipOf([][2]string{
+		{"[Content_Types].xml", `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">
+<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>
+<Default Extension="xml" ContentType="application/xml"/>
+<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/>
+</Types>`},
+		{"_rels/.rels", `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">
+<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/>
+</Relationships>`},
+		{"word/document.xml", `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>` + body.String() + `</w:body></w:document>`},
+	}, false)
+}
+
+// XLSX returns a workbook with one sheet holding the given cells in column
+// A, as inline strings.
+func XLSX(cells ...string) []byte {
+	var rows bytes.Buffer
+	for i, c := range cells {
+		fmt.Fprintf(&rows, `<row r="%d"><c r="A%d" t="inlineStr"><is><t>%s</t></is></c></row>`, i+1, i+1, escape(c))
+	}
+	return zipOf([][2]string{
+		{"[Content_Types].xml", `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">
+<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>
+<Default Extension="xml" ContentType="application/xml"/>
+<Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>
+<Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>
+</Types>`},
+		{"_rels/.rels", `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">
+<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="xl/workbook.xml"/>
+</Relationships>`},
+		{"xl/workbook.xml", `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">
+<sheets><sheet name="Sheet1" sheetId="1" r:id="rId1"/></sheets></workbook>`},
+		{"xl/_rels/workbook.xml.rels", `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">
+<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/>
+</Relationships>`},
+		{"xl/worksheets/sheet1.xml", `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>` + rows.String() + `</sheetData></worksheet>`},
+	}, false)
+}
+
+// ODT returns an OpenDocument text with one paragraph per argument.
+func ODT(paragraphs ...string) []byte {
+	var body bytes.Buffer
+	for _, p := range paragraphs {
+		fmt.Fprintf(&body, `<text:p>%s</text:p>`, escape(p))
+	}
+	return zipOf([][2]string{
+		{"mimetype", "application/vnd.oasis.opendocument.text"},
+		{"META-INF/manifest.xml", `<?xml version="1.0" encoding="UTF-8"?>
+<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.2">
+<manifest:file-entry manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.text"/>
+<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/>
+</manifest:manifest>`},
+		{"content.xml", `<?xml version="1.0" encoding="UTF-8"?>
+<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2">
+<office:body><office:text>` + body.String() + `</office:text></office:body></office:document-content>`},
+	}, true)
+}
+
+// Image returns a w×h image, white with a red square of side s at (x, y).
+func Image(w, h, x, y, s int) *image.RGBA {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for j := 0; j < h; j++ {
+		for i := 0; i < w; i++ {
+			c := color.RGBA{255, 255, 255, 255}
+			if i >= x && i < x+s && j >= y && j < y+s {
+				c = color.RGBA{255, 0, 0, 255}
+			}
+			img.Set(i, j, c)
+		}
+	}
+	return img
+}
+
+// PNGHeader returns just the signature and IHDR chunk of a w×h RGBA PNG:
+// enough for a header reader, nothing to decode.
+func PNGHeader(w, h uint32) []byte {
+	var b bytes.Buffer
+	b.WriteString("\x89PNG\r\n\x1a\n")
+	ihdr := make([]byte, 13)
+	binary.BigEndian.PutUint32(ihdr[0:], w)
+	binary.BigEndian.PutUint32(ihdr[4:], h)
+	ihdr[8], ihdr[9] = 8, 6 // 8-bit RGBA
+	chunk := append([]byte("IHDR"), ihdr...)
+	_ = binary.Write(&b, binary.BigEndian, uint32(len(ihdr)))
+	b.Write(chunk)
+	_ = binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(chunk))
+	return b.Bytes()
+}
+
+// WithEXIF inserts an APP1 EXIF segment carrying marker right after a
+// JPEG's SOI marker.
+func WithEXIF(jpeg []byte, marker string) []byte {
+	payload := append([]byte("Exif\x00\x00"), marker...)
+	seg := []byte{0xFF, 0xE1, 0, 0}
+	binary.BigEndian.PutUint16(seg[2:], uint16(len(payload)+2))
+	out := append([]byte{}, jpeg[:2]...)
+	out = append(out, seg...)
+	out = append(out, payload...)
+	return append(out, jpeg[2:]...)
+}
