@@ -328,8 +328,8 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	var ex exchanged
 	select {
 	case <-ctx.Done():
-		kill()
 		res.Timings.Render = time.Since(t)
+		kill()
 		o := ctxOutcome(ctx)
 		if o == Timeout {
 			return fail(Timeout, nil, "the renderer did not finish within %s", lim.Timeout)
