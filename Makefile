@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:/usr/local/bin:$(PATH)
 
-.PHONY: setup rootfs build run test bench check clean
+.PHONY: setup rootfs build run test bench check redis clean
 
 ## setup: Debian packages, static runsc at the pinned version, the rootfs
 setup:
@@ -16,7 +16,7 @@ rootfs:
 build:
 	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/...
 
-## run: the main job — setup, start-up checks, real renders into out/
+## run: the main job — setup, Redis, worker, API, a key, real renders over HTTP into out/
 run: setup build
 	bash scripts/run.sh
 
@@ -26,7 +26,11 @@ test: setup
 
 ## bench: sandbox vs native figures as JSON lines
 bench: setup build
-	bin/bench
+	bash scripts/bench.sh
+
+## redis: start a local redis-server if none answers
+redis:
+	bash scripts/redis.sh
 
 ## check: the worker's start-up checks and self-test
 check: build

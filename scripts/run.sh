@@ -1,21 +1,46 @@
 #!/usr/bin/env bash
-# The main job: the worker's start-up checks (runsc, cgroups, rootfs digest,
-# reap, self-test inside a real sandbox), then real renders of the examples
-# through fresh sandboxes into out/. Run via `make run`.
+# The main job, end to end: Redis, the worker (after its start-up checks and
+# self-test), the API, an API key, then real render jobs submitted over
+# HTTP, waited for, and their outputs downloaded into out/. Run via
+# `make run`; everything it starts is stopped when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}
 rm -rf "$out"
 mkdir -p "$out"
+LOGS="$out/logs" source scripts/stack.sh
 
-bin/worker check
+api() { curl -fsS -H "Authorization: Bearer $key" "$@"; }
+
+submit() { # renderer file options → job id
+  api -F "renderer=$1" -F "file=@$2" -F "options=$3" "http://$addr/v1/jobs?wait=60" |
+    tee "$out/$1.job.json" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p'
+}
+
+fetch() { # renderer: download every output of its job
+  local job state
+  job=$(sed -n 's/.*"id":"\([^"]*\)".*/\1/p' "$out/$1.job.json")
+  api "http://$addr/v1/jobs/$job?wait=60" > "$out/$1.job.json"
+  state=$(sed -n 's/.*"state":"\([^"]*\)".*/\1/p' "$out/$1.job.json")
+  echo "== $1: $job $state"
+  [ "$state" = succeeded ] || { cat "$out/$1.job.json"; echo; return 1; }
+  mkdir -p "$out/$1"
+  for url in $(grep -o '"url":"[^"]*"' "$out/$1.job.json" | cut -d'"' -f4); do
+    api -o "$out/$1/${url##*/}" "http://$addr$url"
+  done
+}
+
+submit html-pdf examples/report.html '{"paper": "a4"}' >/dev/null
+fetch html-pdf
+submit pdf-png "$out/html-pdf/output.pdf" '{"dpi": 100}' >/dev/null
+fetch pdf-png
+submit svg-png examples/chart.svg '{"width": 640}' >/dev/null
+fetch svg-png
+submit markdown-html examples/notes.md '{"smart": true}' >/dev/null
+fetch markdown-html
+submit dot-svg examples/pipeline.dot '{"layout": "dot"}' >/dev/null
+fetch dot-svg
+
 echo
-echo "== html-pdf: examples/report.html"
-bin/worker render -renderer html-pdf examples/report.html -o "$out/html-pdf"
-echo "== pdf-png: the PDF just made"
-bin/worker render -renderer pdf-png "$out/html-pdf/output.pdf" -o "$out/pdf-png"
-echo "== svg-png: examples/chart.svg"
-bin/worker render -renderer svg-png examples/chart.svg -o "$out/svg-png"
-echo
-echo "outputs:"
-find "$out" -type f -printf '  %p  %s bytes\n' | sort
+echo "outputs (via http://$addr):"
+find "$out" -mindepth 2 -type f -not -path "*/logs/*" -not -name "*.job.json" -printf '  %p  %s bytes\n' | sort

@@ -15,13 +15,20 @@ command -v go >/dev/null || die "Go 1.26 is required (https://go.dev/doc/install
 # Debian packages. poppler-utils on the host is only for the benchmark's
 # native baseline; renderers always run in the sandbox's rootfs.
 missing=()
-for pkg in mmdebstrap redis-server poppler-utils util-linux; do
+for pkg in mmdebstrap redis-server poppler-utils util-linux curl; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The OpenAPI lint in the test suite runs through npx.
+if ! command -v npx >/dev/null; then
+  echo "setup: installing nodejs and npm (for the OpenAPI lint)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 
 # runsc, static (a cgo build dies in its own chroot), at the pinned version.

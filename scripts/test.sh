@@ -11,6 +11,12 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+# The contract lints clean (npm registry; the pinned version is cached).
+if command -v npx >/dev/null; then
+  npx --yes @redocly/cli@2.77.0 lint --format=stylish openapi.yaml
+else
+  echo "npx (Node.js) is missing: the OpenAPI lint needs it" >&2; exit 1
+fi
 # One package at a time: sandbox timing assertions (kill within a second of
 # the deadline) are about renderbox, not about two cores shared by Chromium
 # and LibreOffice runs from another package.

@@ -36,10 +36,14 @@ import (
 func main() {
 	n := flag.Int("n", 20, "iterations per measurement")
 	heavyN := flag.Int("heavy-n", 3, "iterations for Chromium and LibreOffice renderers")
+	apiURL := flag.String("api", "", "with a running API and worker (make bench starts them): also measure end to end and intake")
+	key := flag.String("key", os.Getenv("RENDERBOX_KEY"), "API key for -api")
+	intake := flag.Int("intake", 200, "jobs submitted for the intake measurement")
+	only := flag.String("only", "", "run only this part: lifecycle, renderers or api")
 	tree := flag.String("rootfs", envOr("RENDERBOX_ROOTFS", "/var/lib/renderbox/rootfs/current"), "built rootfs tree")
 	runsc := flag.String("runsc", os.Getenv("RENDERBOX_RUNSC"), "runsc binary")
 	flag.Parse()
-	if err := run(context.Background(), *n, *heavyN, *tree, *runsc); err != nil {
+	if err := run(context.Background(), opts{n: *n, heavyN: *heavyN, tree: *tree, runsc: *runsc, api: *apiURL, key: *key, intake: *intake, only: *only}); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
@@ -52,7 +56,14 @@ func envOr(k, d string) string {
 	return d
 }
 
-func run(ctx context.Context, n, heavyN int, tree, runsc string) error {
+type opts struct {
+	n, heavyN, intake int
+	tree, runsc       string
+	api, key, only    string
+}
+
+func run(ctx context.Context, o opts) error {
+	n, heavyN, tree, runsc := o.n, o.heavyN, o.tree, o.runsc
 	state := fmt.Sprintf("/run/renderbox-bench-%d", os.Getpid())
 	defer os.RemoveAll(state)
 	m, err := sandbox.NewManager(sandbox.Config{
@@ -74,6 +85,31 @@ func run(ctx context.Context, n, heavyN int, tree, runsc string) error {
 	out := json.NewEncoder(os.Stdout)
 	stamp := time.Now().UTC().Format(time.RFC3339)
 
+	if o.only == "" || o.only == "lifecycle" {
+		if err := benchLifecycle(ctx, out, stamp, m, tree, n); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "renderers" {
+		for _, c := range benchCases() {
+			iters := n
+			if c.heavy {
+				iters = max(1, heavyN)
+			}
+			if err := benchRenderer(ctx, out, stamp, m, rootfs.Dir(tree), c, iters); err != nil {
+				return err
+			}
+		}
+	}
+	if o.api != "" && (o.only == "" || o.only == "api") {
+		return benchAPI(ctx, out, stamp, m, o.api, o.key, n, o.intake)
+	}
+	return nil
+}
+
+// benchLifecycle times a no-op job's sandbox phases against the same agent
+// spawned natively.
+func benchLifecycle(ctx context.Context, out *json.Encoder, stamp string, m *sandbox.Manager, tree string, n int) error {
 	// 1. No-op lifecycle.
 	noop := wire.Request{Mode: wire.ModeRender, Argv: []string{"/bin/true"}, InputName: "input"}
 	var create, start, exch, destroy, total []time.Duration
@@ -113,25 +149,13 @@ func run(ctx context.Context, n, heavyN int, tree, runsc string) error {
 		}
 		native = append(native, time.Since(t0))
 	}
-	out.Encode(map[string]any{
+	return out.Encode(map[string]any{
 		"time": stamp, "bench": "noop_lifecycle", "n": n,
 		"sandbox_create_ms": stats(create), "sandbox_start_ms": stats(start),
 		"sandbox_exchange_wait_ms": stats(exch), "sandbox_delete_ms": stats(destroy),
 		"sandbox_total_ms": stats(total), "native_total_ms": stats(native),
 		"ratio_p50": ratio(pct(total, 50), pct(native, 50)), "ratio_p99": ratio(pct(total, 99), pct(native, 99)),
 	})
-
-	// 2. Each renderer: the same job in the sandbox and natively.
-	for _, c := range benchCases() {
-		iters := n
-		if c.heavy {
-			iters = max(1, heavyN)
-		}
-		if err := benchRenderer(ctx, out, stamp, m, rootfs.Dir(tree), c, iters); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 type benchCase struct {
@@ -256,4 +280,19 @@ func stats(ds []time.Duration) map[string]float64 {
 
 func ratio(a, b time.Duration) float64 {
 	return math.Round(float64(a)/float64(b)*100) / 100
+}
+
+// runOnce runs one job of renderer on input in a fresh sandbox.
+func runOnce(ctx context.Context, m *sandbox.Manager, renderer string, input []byte) error {
+	r, err := render.Lookup(renderer)
+	if err != nil {
+		return err
+	}
+	plan, err := r.Prepare(input, nil, render.LimitRequest{})
+	if err != nil {
+		return err
+	}
+	plan.Job.Input = bytes.NewReader(input)
+	_, err = m.Run(ctx, plan.Job)
+	return err
 }

@@ -1,5 +1,6 @@
 // Command worker runs render jobs in fresh gVisor sandboxes.
 //
+//	worker serve                 the start-up checks, then take jobs from the queue
 //	worker check                 run the start-up checks and the self-test
 //	worker selftest              print each isolation property with PASS/FAIL
 //	worker render -r NAME IN -o DIR
@@ -22,6 +23,7 @@ import (
 const usage = `usage: worker <command> [flags]
 
 commands:
+  serve      run the start-up checks, then take render jobs from Redis until SIGTERM
   check      run the start-up checks (runsc, cgroups, rootfs digest, reap, self-test)
   selftest   run the isolation probe in a real sandbox and print PASS/FAIL per property
   render     render a local file: worker render -renderer pdf-png in.pdf -o outdir/
@@ -41,6 +43,8 @@ func main() {
 	var err error
 	args := os.Args[2:]
 	switch os.Args[1] {
+	case "serve":
+		err = cmdServe(ctx, args)
 	case "check":
 		err = cmdCheck(ctx, args)
 	case "selftest":

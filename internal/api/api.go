@@ -1,31 +1,108 @@
-// Package api is renderbox's HTTP layer (chi). It never renders and never
-// runs runsc: it validates, enqueues and answers.
+// Package api is renderbox's HTTP layer (chi). It validates and
+// authenticates requests, stores inputs, enqueues jobs, applies the
+// workers' result events to the ledger and answers status, output, cancel
+// and list calls. It never renders and never runs runsc.
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/renderbox/renderbox/internal/ledger"
+	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
 )
+
+// Limits bound what the API accepts.
+type Limits struct {
+	// MaxBodyBytes bounds a request body (413 past it). Default 64 MiB.
+	MaxBodyBytes int64
+	// MaxQueueDepth bounds waiting+running jobs (503 past it). Default 1000.
+	MaxQueueDepth int
+	// RatePerSecond and Burst bound each key's submissions (429 past them).
+	// Defaults 20/s and 40.
+	RatePerSecond float64
+	Burst         int
+	// MaxWait bounds ?wait=. Default 60s.
+	MaxWait time.Duration
+	// MaxRetry is how often a job is retried after a sandbox failure.
+	// Default 2.
+	MaxRetry int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBodyBytes == 0 {
+		l.MaxBodyBytes = 64 << 20
+	}
+	if l.MaxQueueDepth == 0 {
+		l.MaxQueueDepth = 1000
+	}
+	if l.RatePerSecond == 0 {
+		l.RatePerSecond = 20
+	}
+	if l.Burst == 0 {
+		l.Burst = 40
+	}
+	if l.MaxWait == 0 {
+		l.MaxWait = 60 * time.Second
+	}
+	if l.MaxRetry == 0 {
+		l.MaxRetry = 2
+	}
+	return l
+}
 
 // Server is the HTTP API.
 type Server struct {
 	OpenAPI []byte
+	Ledger  ledger.Store
+	Queue   *queue.Queue
 	Logger  *slog.Logger
+	Limits  Limits
+	// Registry receives the API's metrics; nil means a private one.
+	Registry *prometheus.Registry
+
+	waiters  *waiters
+	limiters *limiters
+	metrics  *metrics
 }
 
 // Handler returns the routes.
 func (s *Server) Handler() http.Handler {
+	s.Limits = s.Limits.withDefaults()
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	if s.Registry == nil {
+		s.Registry = prometheus.NewRegistry()
+	}
+	s.waiters = newWaiters()
+	s.limiters = newLimiters(s.Limits.RatePerSecond, s.Limits.Burst)
+	s.metrics = newMetrics(s.Registry, s.Queue)
+
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, middleware.Recoverer)
+	r.Use(middleware.RequestID, middleware.Recoverer, s.metrics.middleware)
 	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", s.openapi)
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	r.Get("/v1/renderers", s.renderers)
+	r.Group(func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.Post("/v1/jobs", s.createJob)
+		r.Get("/v1/jobs", s.listJobs)
+		r.Get("/v1/jobs/{id}", s.getJob)
+		r.Delete("/v1/jobs/{id}", s.cancelJob)
+		r.Get("/v1/jobs/{id}/outputs/{name}", s.getOutput)
+	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
 	})
@@ -37,6 +114,24 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 only when Redis and the ledger both answer.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"redis": "ok", "ledger": "ok"}
+	status := http.StatusOK
+	if s.Queue == nil || s.Queue.Ping(ctx) != nil {
+		checks["redis"], status = "unavailable", http.StatusServiceUnavailable
+	}
+	if s.Ledger == nil || s.Ledger.Ping(ctx) != nil {
+		checks["ledger"], status = "unavailable", http.StatusServiceUnavailable
+	}
+	if status != http.StatusOK {
+		w.Header().Set("Retry-After", "5")
+	}
+	writeJSON(w, status, map[string]any{"status": map[bool]string{true: "ok", false: "unavailable"}[status == http.StatusOK], "checks": checks})
 }
 
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
@@ -74,14 +169,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// problem writes an RFC 9457 problem+json response with a stable code.
-func problem(w http.ResponseWriter, status int, code, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "https://renderbox.dev/problems/" + code, "title": http.StatusText(status),
-		"status": status, "detail": detail, "code": code,
-	})
 }

@@ -9,8 +9,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -145,4 +148,42 @@ func Canary(t testing.TB, addr string) *sandbox.Canary {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// Redis starts a private redis-server on a free loopback port for the test
+// (no persistence unless persist) and returns its address.
+func Redis(t testing.TB, persist bool) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server is missing; install it with: apt-get install -y redis-server (or: make setup)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	dir := t.TempDir()
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
+		"--maxmemory-policy", "noeviction", "--protected-mode", "yes", "--appendonly", "no"}
+	if persist {
+		args = append(args[:len(args)-1], "yes", "--appendfsync", "always")
+	}
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("redis-server did not listen on %s", addr)
+	return ""
 }

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/internal/worker"
+)
+
+// serveConfig are the flags of `worker serve` beyond Config.
+type serveConfig struct {
+	// Redis is the address of the queue's Redis. Default 127.0.0.1:6379.
+	// Env RENDERBOX_REDIS.
+	Redis string
+	// Concurrency is how many sandboxes run at once. Default 2.
+	Concurrency int
+	// ShutdownTimeout is how long SIGTERM waits for running jobs before
+	// requeueing them. Default 30s.
+	ShutdownTimeout time.Duration
+	// MetricsAddr serves /metrics; "" disables. Default 127.0.0.1:9091.
+	MetricsAddr string
+	// Name identifies this worker in events and logs. Default: hostname.
+	Name string
+}
+
+// cmdServe runs the start-up checks, then takes jobs from the queue until
+// SIGTERM/SIGINT, when it stops taking jobs and lets running ones finish
+// (or requeues them after ShutdownTimeout). It never leaves a sandbox
+// behind: running sandboxes are killed when their context ends, and the
+// reaper runs once more on the way out.
+func cmdServe(ctx context.Context, args []string) error {
+	var s serveConfig
+	c, _, err := parse("serve", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&s.Redis, "redis", envOr("RENDERBOX_REDIS", "127.0.0.1:6379"), "Redis address")
+		fs.IntVar(&s.Concurrency, "concurrency", 2, "sandboxes at once")
+		fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are requeued")
+		fs.StringVar(&s.MetricsAddr, "metrics-addr", envOr("RENDERBOX_WORKER_METRICS", "127.0.0.1:9091"), `serve /metrics here ("" to disable)`)
+		fs.StringVar(&s.Name, "name", "", "worker name (default: hostname)")
+	})
+	if err != nil {
+		return err
+	}
+	if s.Concurrency < 1 {
+		return fmt.Errorf("serve: -concurrency must be at least 1, got %d", s.Concurrency)
+	}
+	if s.Name == "" {
+		s.Name, _ = os.Hostname()
+	}
+	log := c.logger().With("worker", s.Name)
+	m, err := preflight(ctx, c, log, os.Stderr)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: s.Redis})
+	defer rdb.Close()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		return fmt.Errorf("refusing to start: redis at %s: %w (start it with: make redis)", s.Redis, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	h := &worker.Handler{Manager: m, Queue: queue.New(rdb, 0), Logger: log, Name: s.Name, Metrics: worker.NewMetrics(reg)}
+	if s.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		msrv := &http.Server{Addr: s.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := msrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server", "err", err)
+			}
+		}()
+		defer msrv.Close()
+	}
+
+	// Every job's context derives from base; it ends just before asynq
+	// gives up on running jobs at shutdown, so their sandboxes are killed
+	// and the jobs requeued rather than orphaned.
+	base, stopJobs := context.WithCancel(context.Background())
+	defer stopJobs()
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		BaseContext:     func() context.Context { return base },
+		IsFailure:       worker.IsFailure,
+		Concurrency:     s.Concurrency,
+		Queues:          map[string]int{queue.QueueName: 1},
+		ShutdownTimeout: s.ShutdownTimeout,
+		// Pick up new jobs within 100ms rather than asynq's default second.
+		TaskCheckInterval: 100 * time.Millisecond,
+		RetryDelayFunc: func(n int, _ error, _ *asynq.Task) time.Duration {
+			return time.Duration(math.Min(30, math.Pow(2, float64(n)))) * time.Second
+		},
+		Logger:   asynqLogger{log},
+		LogLevel: asynq.WarnLevel,
+	})
+	wctx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	go h.WatchCancels(wctx)
+	mux := asynq.NewServeMux()
+	mux.Handle(queue.TypeRender, h)
+	if err := srv.Start(mux); err != nil {
+		return fmt.Errorf("starting the queue consumer: %w", err)
+	}
+	log.Info("worker ready", "concurrency", s.Concurrency, "redis", s.Redis)
+	<-ctx.Done()
+	log.Info("draining: no new jobs; waiting for running ones", "timeout", s.ShutdownTimeout)
+	grace := time.AfterFunc(max(0, s.ShutdownTimeout-500*time.Millisecond), stopJobs)
+	defer grace.Stop()
+	srv.Shutdown()
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	if n, err := m.Reap(rctx); err != nil || n > 0 {
+		log.Warn("reaped sandboxes on the way out", "count", n, "err", err)
+	}
+	log.Info("worker stopped")
+	return nil
+}
+
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
+}

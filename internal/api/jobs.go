@@ -1,0 +1,422 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/renderbox/renderbox/internal/ledger"
+	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/internal/render"
+)
+
+// jobView is a job as the API shows it.
+type jobView struct {
+	ID         string          `json:"id"`
+	Renderer   string          `json:"renderer"`
+	State      string          `json:"state"`
+	Options    json.RawMessage `json:"options"`
+	Input      inputView       `json:"input"`
+	Attempts   int             `json:"attempts"`
+	CreatedAt  time.Time       `json:"created_at"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Error      *errorView      `json:"error,omitempty"`
+	Outputs    []outputView    `json:"outputs"`
+}
+
+type inputView struct {
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+type errorView struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type outputView struct {
+	Name      string `json:"name"`
+	Size      int64  `json:"size"`
+	SHA256    string `json:"sha256"`
+	MediaType string `json:"media_type"`
+	URL       string `json:"url"`
+}
+
+func view(j ledger.Job) jobView {
+	v := jobView{
+		ID: j.ID, Renderer: j.Renderer, State: string(j.State), Options: j.Options,
+		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize}, Attempts: j.Attempts,
+		CreatedAt: j.CreatedAt.UTC(), Outputs: []outputView{},
+	}
+	if len(v.Options) == 0 {
+		v.Options = json.RawMessage("{}")
+	}
+	if !j.StartedAt.IsZero() {
+		t := j.StartedAt.UTC()
+		v.StartedAt = &t
+	}
+	if !j.FinishedAt.IsZero() {
+		t := j.FinishedAt.UTC()
+		v.FinishedAt = &t
+	}
+	if j.ErrorCode != "" {
+		v.Error = &errorView{Code: j.ErrorCode, Message: j.ErrorMessage}
+	}
+	for _, o := range j.Outputs {
+		v.Outputs = append(v.Outputs, outputView{
+			Name: o.Name, Size: o.Size, SHA256: o.SHA256, MediaType: o.MediaType,
+			URL: "/v1/jobs/" + j.ID + "/outputs/" + url.PathEscape(o.Name),
+		})
+	}
+	return v
+}
+
+// submission is a parsed POST /v1/jobs.
+type submission struct {
+	Renderer    string
+	Input       []byte
+	Options     json.RawMessage
+	Limits      json.RawMessage
+	CallbackURL string
+}
+
+// jsonSubmission is the JSON form of POST /v1/jobs.
+type jsonSubmission struct {
+	Renderer    string          `json:"renderer"`
+	InputBase64 string          `json:"input_base64"`
+	Options     json.RawMessage `json:"options,omitempty"`
+	Limits      json.RawMessage `json:"limits,omitempty"`
+	CallbackURL string          `json:"callback_url,omitempty"`
+}
+
+var errBadRequest = errors.New("bad request")
+
+// parseSubmission reads a multipart or JSON submission. Errors wrap
+// errBadRequest, or are *http.MaxBytesError when the body is too large.
+func parseSubmission(r *http.Request) (*submission, error) {
+	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: Content-Type must be multipart/form-data or application/json", errBadRequest)
+	}
+	switch ct {
+	case "application/json":
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		var js jsonSubmission
+		if err := dec.Decode(&js); err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: decoding the JSON body: %v", errBadRequest, err)
+		}
+		input, err := base64.StdEncoding.DecodeString(js.InputBase64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: input_base64 is not valid base64: %v", errBadRequest, err)
+		}
+		return &submission{Renderer: js.Renderer, Input: input, Options: js.Options, Limits: js.Limits, CallbackURL: js.CallbackURL}, nil
+	case "multipart/form-data":
+		if params["boundary"] == "" {
+			return nil, fmt.Errorf("%w: multipart body without a boundary", errBadRequest)
+		}
+		mr, err := r.MultipartReader()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errBadRequest, err)
+		}
+		sub := &submission{}
+		seenFile := false
+		for {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					return nil, err
+				}
+				return nil, fmt.Errorf("%w: reading the multipart body: %v", errBadRequest, err)
+			}
+			data, err := io.ReadAll(part)
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					return nil, err
+				}
+				return nil, fmt.Errorf("%w: reading part %q: %v", errBadRequest, part.FormName(), err)
+			}
+			switch part.FormName() {
+			case "renderer":
+				sub.Renderer = string(data)
+			case "file":
+				sub.Input, seenFile = data, true
+			case "options":
+				sub.Options = data
+			case "limits":
+				sub.Limits = data
+			case "callback_url":
+				sub.CallbackURL = string(data)
+			default:
+				return nil, fmt.Errorf("%w: unknown form field %q (renderer, file, options, limits, callback_url)", errBadRequest, part.FormName())
+			}
+		}
+		if !seenFile {
+			return nil, fmt.Errorf("%w: the multipart body has no file part", errBadRequest)
+		}
+		return sub, nil
+	}
+	return nil, fmt.Errorf("%w: Content-Type %q is not multipart/form-data or application/json", errBadRequest, ct)
+}
+
+func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
+	key := keyOf(r)
+	if ok, d := s.limiters.allow(key.ID); !ok {
+		w.Header().Set("Retry-After", retryAfter(d))
+		problem(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("this key submits faster than %g jobs/s", s.Limits.RatePerSecond))
+		return
+	}
+	wait, err := parseWait(r.URL.Query().Get("wait"), s.Limits.MaxWait)
+	if err != nil {
+		problem(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.Limits.MaxBodyBytes)
+	sub, err := parseSubmission(r)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			problem(w, http.StatusRequestEntityTooLarge, "input_too_large", fmt.Sprintf("the request body is over %d bytes", s.Limits.MaxBodyBytes))
+			return
+		}
+		problem(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	if sub.CallbackURL != "" {
+		problem(w, http.StatusBadRequest, "invalid_request", "callback_url is not supported yet: poll GET /v1/jobs/{id} or use ?wait=")
+		return
+	}
+	rd, err := render.Lookup(sub.Renderer)
+	if err != nil {
+		renderProblem(w, err)
+		return
+	}
+	plan, err := rd.PrepareJSON(sub.Input, sub.Options, sub.Limits)
+	if err != nil {
+		renderProblem(w, err)
+		return
+	}
+	ctx := r.Context()
+	if depth, err := s.Queue.Depth(ctx); err != nil {
+		w.Header().Set("Retry-After", "5")
+		problem(w, http.StatusServiceUnavailable, "unavailable", "the queue is unreachable; retry later")
+		return
+	} else if depth >= s.Limits.MaxQueueDepth {
+		w.Header().Set("Retry-After", "10")
+		problem(w, http.StatusServiceUnavailable, "queue_full", fmt.Sprintf("%d jobs are waiting; retry later", depth))
+		return
+	}
+	sum := sha256.Sum256(sub.Input)
+	opts, _ := json.Marshal(plan.Options)
+	job, created, err := s.Ledger.CreateJob(ctx, ledger.Job{
+		Owner: key.ID, Renderer: rd.Name, Options: opts, InputSHA256: hex.EncodeToString(sum[:]),
+		InputSize: int64(len(sub.Input)), IdempotencyKey: r.Header.Get("Idempotency-Key"),
+	})
+	if err != nil {
+		s.Logger.Error("recording a job", "err", err)
+		problem(w, http.StatusInternalServerError, "internal", "recording the job failed")
+		return
+	}
+	if !created {
+		if job.Renderer != rd.Name || job.InputSHA256 != hex.EncodeToString(sum[:]) {
+			problem(w, http.StatusUnprocessableEntity, "idempotency_conflict", "this Idempotency-Key was used for a different request")
+			return
+		}
+		s.respondJob(w, r, job, wait, http.StatusOK)
+		return
+	}
+	if err := s.enqueue(r, job, sub, plan); err != nil {
+		// The job was accepted into the ledger: it must still end.
+		_, _ = s.Ledger.Finish(ctx, job.ID, ledger.FinishOptions{State: ledger.StateFailed, ErrorCode: "internal", ErrorMessage: "the job could not be queued", At: time.Now()})
+		s.Logger.Error("queueing a job", "job_id", job.ID, "err", err)
+		w.Header().Set("Retry-After", "5")
+		problem(w, http.StatusServiceUnavailable, "unavailable", "the queue is unreachable; retry later")
+		return
+	}
+	s.metrics.accepted.WithLabelValues(rd.Name).Inc()
+	s.respondJob(w, r, job, wait, http.StatusAccepted)
+}
+
+func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan *render.Plan) error {
+	ctx := r.Context()
+	if err := s.Queue.PutBlob(ctx, queue.InputKey(job.ID), sub.Input); err != nil {
+		return err
+	}
+	// An attempt may run the sandbox's whole time limit plus its set-up
+	// and tear-down; asynq's deadline stays outside the sandbox's.
+	timeout := plan.Limits.Sandbox.Timeout + 2*time.Minute
+	err := s.Queue.Enqueue(ctx, queue.Payload{
+		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: job.Options, Limits: sub.Limits,
+		Accepted: job.CreatedAt,
+	}, timeout, s.Limits.MaxRetry)
+	if errors.Is(err, queue.ErrDuplicate) {
+		return nil
+	}
+	return err
+}
+
+// respondJob answers with the job, first waiting up to wait for it to end.
+// A finished job is 200; one still going is status (202 on creation) with
+// Location.
+func (s *Server) respondJob(w http.ResponseWriter, r *http.Request, job ledger.Job, wait time.Duration, status int) {
+	if wait > 0 && !job.State.Terminal() {
+		if j, ok := s.waitFor(r, job, wait); ok {
+			job = j
+		}
+	}
+	w.Header().Set("Location", "/v1/jobs/"+job.ID)
+	if job.State.Terminal() {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, view(job))
+}
+
+func parseWait(v string, max time.Duration) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || n < 0 || n > max.Seconds() {
+		return 0, fmt.Errorf("wait must be a number of seconds between 0 and %g", max.Seconds())
+	}
+	return time.Duration(n * float64(time.Second)), nil
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	job, err := s.Ledger.GetJob(r.Context(), keyOf(r).ID, chi.URLParam(r, "id"))
+	if err != nil {
+		s.ledgerProblem(w, err)
+		return
+	}
+	wait, err := parseWait(r.URL.Query().Get("wait"), s.Limits.MaxWait)
+	if err != nil {
+		problem(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	if wait > 0 && !job.State.Terminal() {
+		if j, ok := s.waitFor(r, job, wait); ok {
+			job = j
+		}
+	}
+	writeJSON(w, http.StatusOK, view(job))
+}
+
+func (s *Server) ledgerProblem(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		problem(w, http.StatusNotFound, "not_found", "no such job")
+	case errors.Is(err, ledger.ErrBadCursor), errors.Is(err, ledger.ErrInvalid):
+		problem(w, http.StatusBadRequest, "invalid_request", err.Error())
+	default:
+		s.Logger.Error("ledger", "err", err)
+		problem(w, http.StatusInternalServerError, "internal", "reading the ledger failed")
+	}
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > ledger.MaxListLimit {
+			problem(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit must be between 1 and %d", ledger.MaxListLimit))
+			return
+		}
+		limit = n
+	}
+	state := ledger.State(q.Get("state"))
+	if state != "" && !state.Valid() {
+		problem(w, http.StatusBadRequest, "invalid_request", "state must be one of queued, running, succeeded, failed, canceled")
+		return
+	}
+	jobs, next, err := s.Ledger.ListJobs(r.Context(), keyOf(r).ID, ledger.ListOptions{State: state, Cursor: q.Get("cursor"), Limit: limit})
+	if err != nil {
+		s.ledgerProblem(w, err)
+		return
+	}
+	views := make([]jobView, 0, len(jobs))
+	for _, j := range jobs {
+		views = append(views, view(j))
+	}
+	out := map[string]any{"jobs": views}
+	if next != "" {
+		out["next_cursor"] = next
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	job, err := s.Ledger.Cancel(r.Context(), keyOf(r).ID, chi.URLParam(r, "id"))
+	if errors.Is(err, ledger.ErrConflict) {
+		problem(w, http.StatusConflict, "already_finished", fmt.Sprintf("the job already ended as %s", job.State))
+		return
+	}
+	if err != nil {
+		s.ledgerProblem(w, err)
+		return
+	}
+	if err := s.Queue.Cancel(r.Context(), job.ID); err != nil {
+		// The ledger says canceled; the worker will also see the marker
+		// the next time Redis answers, or its result is ignored.
+		s.Logger.Error("signalling a cancel", "job_id", job.ID, "err", err)
+	}
+	s.waiters.notify(job.ID)
+	writeJSON(w, http.StatusOK, view(job))
+}
+
+func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {
+	job, err := s.Ledger.GetJob(r.Context(), keyOf(r).ID, chi.URLParam(r, "id"))
+	if err != nil {
+		s.ledgerProblem(w, err)
+		return
+	}
+	name := chi.URLParam(r, "name")
+	var out *ledger.Output
+	for i := range job.Outputs {
+		if job.Outputs[i].Name == name {
+			out = &job.Outputs[i]
+		}
+	}
+	if out == nil {
+		problem(w, http.StatusNotFound, "not_found", "the job has no output called "+strconv.Quote(name))
+		return
+	}
+	data, err := s.Queue.GetBlob(r.Context(), queue.OutputKey(job.ID, name))
+	if errors.Is(err, queue.ErrNoBlob) {
+		problem(w, http.StatusGone, "output_expired", "the output is past its retention and was deleted")
+		return
+	}
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		problem(w, http.StatusServiceUnavailable, "unavailable", "the blob store is unreachable; retry later")
+		return
+	}
+	w.Header().Set("Content-Type", out.MediaType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Security-Policy", "sandbox; default-src 'none'")
+	w.Header().Set("ETag", `"`+out.SHA256+`"`)
+	_, _ = w.Write(data)
+}

@@ -1,0 +1,65 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/renderbox/renderbox/internal/queue"
+)
+
+type metrics struct {
+	requests *prometheus.HistogramVec
+	accepted *prometheus.CounterVec
+	finished *prometheus.CounterVec
+}
+
+func newMetrics(reg *prometheus.Registry, q *queue.Queue) *metrics {
+	m := &metrics{
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "renderbox_http_request_seconds", Help: "HTTP requests by route and status.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 3, 12),
+		}, []string{"route", "method", "status"}),
+		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "renderbox_jobs_accepted_total", Help: "Jobs accepted, by renderer.",
+		}, []string{"renderer"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "renderbox_jobs_finished_total", Help: "Jobs that reached a terminal state, by state and error code.",
+		}, []string{"state", "code"}),
+	}
+	reg.MustRegister(m.requests, m.accepted, m.finished,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if q != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "renderbox_queue_depth", Help: "Jobs waiting or running in the asynq queue.",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			n, err := q.Depth(ctx)
+			if err != nil {
+				return -1
+			}
+			return float64(n)
+		}))
+	}
+	return m
+}
+
+func (m *metrics) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		t := time.Now()
+		next.ServeHTTP(ww, r)
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched"
+		}
+		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(ww.Status())).Observe(time.Since(t).Seconds())
+	})
+}

@@ -1,0 +1,38 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/renderbox/renderbox/internal/render"
+)
+
+// problem writes an RFC 9457 problem+json response with a stable code.
+func problem(w http.ResponseWriter, status int, code, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type": "https://renderbox.dev/problems/" + code, "title": http.StatusText(status),
+		"status": status, "detail": detail, "code": code,
+	})
+}
+
+// renderProblem maps a catalogue refusal to its status and code: the one
+// place where those errors meet HTTP.
+func renderProblem(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, render.ErrInputTooLarge):
+		problem(w, http.StatusRequestEntityTooLarge, "input_too_large", err.Error())
+	case errors.Is(err, render.ErrUnsupportedInput):
+		problem(w, http.StatusBadRequest, "unsupported_input", err.Error())
+	case errors.Is(err, render.ErrInvalidInput):
+		problem(w, http.StatusBadRequest, "invalid_input", err.Error())
+	case errors.Is(err, render.ErrInvalidOptions):
+		problem(w, http.StatusBadRequest, "invalid_options", err.Error())
+	case errors.Is(err, render.ErrUnknownRenderer):
+		problem(w, http.StatusBadRequest, "unknown_renderer", err.Error())
+	default:
+		problem(w, http.StatusInternalServerError, "internal", "validating the request failed")
+	}
+}

@@ -1,0 +1,350 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/png"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/samples"
+)
+
+type jobJSON struct {
+	ID       string         `json:"id"`
+	State    string         `json:"state"`
+	Attempts int            `json:"attempts"`
+	Started  *time.Time     `json:"started_at"`
+	Options  map[string]any `json:"options"`
+	Error    *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Outputs []struct {
+		Name      string `json:"name"`
+		MediaType string `json:"media_type"`
+		URL       string `json:"url"`
+		Size      int64  `json:"size"`
+	} `json:"outputs"`
+}
+
+func submitJSON(t *testing.T, c *client, key, renderer string, input []byte, options any, query string, hdr map[string]string) (*response, jobJSON) {
+	t.Helper()
+	body := map[string]any{"renderer": renderer, "input_base64": base64.StdEncoding.EncodeToString(input)}
+	if options != nil {
+		body["options"] = options
+	}
+	b, _ := json.Marshal(body)
+	r := c.do("POST", "/v1/jobs"+query, key, "application/json", b, hdr)
+	var j jobJSON
+	if r.Status < 300 {
+		r.json(t, &j)
+	}
+	return r, j
+}
+
+func getJob(t *testing.T, c *client, key, id, query string) jobJSON {
+	t.Helper()
+	r := c.do("GET", "/v1/jobs/"+id+query, key, "", nil, nil)
+	if r.Status != 200 {
+		t.Fatalf("GET job %s: %d %s", id, r.Status, r.Body)
+	}
+	var j jobJSON
+	r.json(t, &j)
+	return j
+}
+
+func TestJobsEndToEnd(t *testing.T) {
+	s := newStack(t, stackOpts{apiArgs: []string{"-max-body-bytes", "2000000"}})
+	c := s.client
+	alice, bob := s.key("alice"), s.key("bob")
+
+	t.Run("multipart with wait", func(t *testing.T) {
+		ct, body := multipartBody(map[string]string{"renderer": "svg-png", "options": `{"width": 100}`}, samples.SVG(200, 100, 120, 20, 40))
+		r := c.do("POST", "/v1/jobs?wait=30", alice, ct, body, nil)
+		if r.Status != 200 {
+			t.Fatalf("POST ?wait=30: %d %s", r.Status, r.Body)
+		}
+		var j jobJSON
+		r.json(t, &j)
+		if j.State != "succeeded" || len(j.Outputs) != 1 || j.Outputs[0].Name != "output.png" {
+			t.Fatalf("job = %+v, want succeeded with output.png", j)
+		}
+		out := c.do("GET", j.Outputs[0].URL, alice, "", nil, nil)
+		img, err := png.Decode(bytes.NewReader(out.Body))
+		if err != nil || out.Header.Get("Content-Type") != "image/png" {
+			t.Fatalf("output: %v, content type %q", err, out.Header.Get("Content-Type"))
+		}
+		if b := img.Bounds(); b.Dx() != 100 || b.Dy() != 50 {
+			t.Errorf("output is %dx%d, want 100x50", b.Dx(), b.Dy())
+		}
+		if rr, gg, bb, _ := img.At(70, 20).RGBA(); rr < 0xe000 || gg > 0x2000 || bb > 0x2000 {
+			t.Errorf("pixel (70,20) is not red")
+		}
+	})
+
+	t.Run("json, then poll", func(t *testing.T) {
+		r, j := submitJSON(t, c, alice, "pdf-png", samples.PDF("renderbox", 2), map[string]any{"dpi": 72}, "", nil)
+		if r.Status != 202 || r.Header.Get("Location") != "/v1/jobs/"+j.ID || j.State != "queued" {
+			t.Fatalf("POST: %d, Location %q, state %q", r.Status, r.Header.Get("Location"), j.State)
+		}
+		j = getJob(t, c, alice, j.ID, "?wait=30")
+		if j.State != "succeeded" || len(j.Outputs) != 2 || j.Attempts != 1 || j.Options["dpi"] != float64(72) {
+			t.Fatalf("job = %+v, want succeeded with 2 pages after 1 attempt at dpi 72", j)
+		}
+		for _, o := range j.Outputs {
+			out := c.do("GET", o.URL, alice, "", nil, nil)
+			cfg, _, err := image.DecodeConfig(bytes.NewReader(out.Body))
+			if err != nil || cfg.Width != 612 || cfg.Height != 792 {
+				t.Errorf("%s: %v %dx%d, want a 612x792 PNG", o.Name, err, cfg.Width, cfg.Height)
+			}
+		}
+	})
+
+	t.Run("idempotent resubmit", func(t *testing.T) {
+		hdr := map[string]string{"Idempotency-Key": "order-1234"}
+		in := samples.SVG(20, 20, 0, 0, 5)
+		_, a := submitJSON(t, c, alice, "svg-png", in, nil, "", hdr)
+		r, b := submitJSON(t, c, alice, "svg-png", in, nil, "", hdr)
+		if r.Status != 200 && r.Status != 202 || a.ID == "" || a.ID != b.ID {
+			t.Fatalf("resubmit: %d, ids %q and %q, want the same job", r.Status, a.ID, b.ID)
+		}
+		r, _ = submitJSON(t, c, alice, "svg-png", samples.SVG(30, 30, 0, 0, 5), nil, "", hdr)
+		if r.Status != 422 || r.problemCode(t) != "idempotency_conflict" {
+			t.Errorf("same key, other input: %d %s, want 422 idempotency_conflict", r.Status, r.Body)
+		}
+		// Another tenant's identical key is another job.
+		_, other := submitJSON(t, c, bob, "svg-png", in, nil, "", hdr)
+		if other.ID == a.ID {
+			t.Errorf("bob's Idempotency-Key returned alice's job")
+		}
+	})
+
+	t.Run("auth and tenants", func(t *testing.T) {
+		_, j := submitJSON(t, c, alice, "svg-png", samples.SVG(20, 20, 0, 0, 5), nil, "?wait=30", nil)
+		for _, key := range []string{"", "rbx_nope", bob[:len(bob)-2] + "xx"} {
+			if r := c.do("GET", "/v1/jobs/"+j.ID, key, "", nil, nil); r.Status != 401 || r.problemCode(t) != "unauthorized" {
+				t.Errorf("key %q: %d, want 401 unauthorized", key, r.Status)
+			}
+		}
+		for _, req := range [][2]string{{"GET", "/v1/jobs/" + j.ID}, {"DELETE", "/v1/jobs/" + j.ID}, {"GET", "/v1/jobs/" + j.ID + "/outputs/output.png"}} {
+			if r := c.do(req[0], req[1], bob, "", nil, nil); r.Status != 404 {
+				t.Errorf("bob %s %s: %d, want 404", req[0], req[1], r.Status)
+			}
+		}
+		var list struct {
+			Jobs []jobJSON `json:"jobs"`
+		}
+		c.do("GET", "/v1/jobs?limit=100", bob, "", nil, nil).json(t, &list)
+		for _, bj := range list.Jobs {
+			if bj.ID == j.ID {
+				t.Errorf("bob's list shows alice's job")
+			}
+		}
+	})
+
+	t.Run("refused before any sandbox", func(t *testing.T) {
+		for _, tc := range []struct {
+			renderer string
+			input    []byte
+			options  any
+			status   int
+			code     string
+		}{
+			{"exe-shell", samples.PDF("a", 1), nil, 400, "unknown_renderer"},
+			{"pdf-png", samples.PDF("a", 1), map[string]any{"zoomz": 2}, 400, "invalid_options"},
+			{"pdf-png", samples.PDF("a", 1), map[string]any{"dpi": 100000}, 400, "invalid_options"},
+			{"pdf-png", samples.HTML("a", "b"), nil, 400, "unsupported_input"},
+			{"svg-png", bytes.Repeat([]byte("A"), 1_600_000), nil, 413, "input_too_large"},
+		} {
+			r, _ := submitJSON(t, c, alice, tc.renderer, tc.input, tc.options, "", nil)
+			if r.Status != tc.status || r.problemCode(t) != tc.code {
+				t.Errorf("%s: %d %s, want %d %s", tc.renderer, r.Status, tail(r.Body), tc.status, tc.code)
+			}
+		}
+		ct, body := multipartBody(map[string]string{"renderer": "svg-png"}, bytes.Repeat([]byte("<svg>"), 500_000))
+		if r := c.do("POST", "/v1/jobs", alice, ct, body, nil); r.Status != 413 || r.problemCode(t) != "input_too_large" {
+			t.Errorf("2.5 MB multipart: %d %s, want 413", r.Status, tail(r.Body))
+		}
+		if r := c.do("POST", "/v1/jobs", alice, "text/plain", []byte("hi"), nil); r.Status != 400 {
+			t.Errorf("text/plain body: %d, want 400", r.Status)
+		}
+	})
+
+	t.Run("list with pagination", func(t *testing.T) {
+		carol := s.key("carol")
+		var ids []string
+		for i := 0; i < 5; i++ {
+			_, j := submitJSON(t, c, carol, "dot-svg", samples.DOT("a", fmt.Sprint(i)), nil, "", nil)
+			ids = append(ids, j.ID)
+		}
+		seen := map[string]bool{}
+		cursor, pages := "", 0
+		for {
+			q := "/v1/jobs?limit=2"
+			if cursor != "" {
+				q += "&cursor=" + url.QueryEscape(cursor)
+			}
+			var page struct {
+				Jobs []jobJSON `json:"jobs"`
+				Next string    `json:"next_cursor"`
+			}
+			c.do("GET", q, carol, "", nil, nil).json(t, &page)
+			pages++
+			for _, j := range page.Jobs {
+				if seen[j.ID] {
+					t.Errorf("job %s listed twice", j.ID)
+				}
+				seen[j.ID] = true
+			}
+			if page.Next == "" {
+				break
+			}
+			cursor = page.Next
+		}
+		if len(seen) != 5 || pages != 3 {
+			t.Errorf("listed %d jobs in %d pages, want 5 in 3", len(seen), pages)
+		}
+		for _, id := range ids {
+			getJob(t, c, carol, id, "?wait=30")
+		}
+		var done struct {
+			Jobs []jobJSON `json:"jobs"`
+		}
+		c.do("GET", "/v1/jobs?state=succeeded&limit=100", carol, "", nil, nil).json(t, &done)
+		if len(done.Jobs) != 5 {
+			t.Errorf("state=succeeded lists %d jobs, want 5", len(done.Jobs))
+		}
+		if r := c.do("GET", "/v1/jobs?cursor=garbage", carol, "", nil, nil); r.Status != 400 {
+			t.Errorf("bad cursor: %d, want 400", r.Status)
+		}
+	})
+
+	t.Run("cancel queued and running", func(t *testing.T) {
+		dave := s.key("dave")
+		// Two pages that never finish loading fill both worker slots.
+		spin := []byte(`<!DOCTYPE html><html><body><script>for(;;){}</script></body></html>`)
+		var spinners []string
+		for i := 0; i < 2; i++ {
+			b, _ := json.Marshal(map[string]any{"renderer": "html-pdf", "input_base64": base64.StdEncoding.EncodeToString(spin),
+				"limits": map[string]any{"timeout_seconds": 40}})
+			r := c.do("POST", "/v1/jobs", dave, "application/json", b, nil)
+			var j jobJSON
+			r.json(t, &j)
+			spinners = append(spinners, j.ID)
+		}
+		waitFor(t, "both spinners to run", 60*time.Second, func() bool {
+			return getJob(t, c, dave, spinners[0], "").State == "running" && getJob(t, c, dave, spinners[1], "").State == "running"
+		})
+		_, queued := submitJSON(t, c, dave, "svg-png", samples.SVG(20, 20, 0, 0, 5), nil, "", nil)
+		time.Sleep(500 * time.Millisecond)
+		if st := getJob(t, c, dave, queued.ID, "").State; st != "queued" {
+			t.Fatalf("third job is %s, want queued behind the spinners", st)
+		}
+		r := c.do("DELETE", "/v1/jobs/"+queued.ID, dave, "", nil, nil)
+		var cj jobJSON
+		r.json(t, &cj)
+		if r.Status != 200 || cj.State != "canceled" {
+			t.Fatalf("cancel queued: %d %s", r.Status, r.Body)
+		}
+		// Cancel a running one: its sandbox is gone within a second.
+		before := runscList(t, s.workerSB)
+		t0 := time.Now()
+		r = c.do("DELETE", "/v1/jobs/"+spinners[0], dave, "", nil, nil)
+		if r.Status != 200 {
+			t.Fatalf("cancel running: %d %s", r.Status, r.Body)
+		}
+		waitFor(t, "the canceled job's sandbox to go", 5*time.Second, func() bool { return runscList(t, s.workerSB) < before })
+		if d := time.Since(t0); d > 1500*time.Millisecond {
+			t.Errorf("the running job's sandbox went %v after the cancel, want within a second", d)
+		}
+		c.do("DELETE", "/v1/jobs/"+spinners[1], dave, "", nil, nil)
+		// Give the queue time to hand the canceled job out if it would.
+		time.Sleep(2 * time.Second)
+		for _, id := range []string{queued.ID, spinners[0], spinners[1]} {
+			j := getJob(t, c, dave, id, "")
+			if j.State != "canceled" || j.Error == nil || j.Error.Code != "canceled" {
+				t.Errorf("job %s = %s %+v, want canceled", id, j.State, j.Error)
+			}
+		}
+		if j := getJob(t, c, dave, queued.ID, ""); j.Attempts != 0 || j.Started != nil {
+			t.Errorf("the canceled queued job ran: %d attempts", j.Attempts)
+		}
+		if r := c.do("DELETE", "/v1/jobs/"+queued.ID, dave, "", nil, nil); r.Status != 409 {
+			t.Errorf("canceling a canceled job: %d, want 409", r.Status)
+		}
+	})
+
+	t.Run("renderer failure is reported", func(t *testing.T) {
+		// A PDF with a valid header and garbage after it.
+		bad := append([]byte("%PDF-1.4\n"), bytes.Repeat([]byte{0xde, 0xad}, 100)...)
+		_, j := submitJSON(t, c, alice, "pdf-png", bad, nil, "?wait=30", nil)
+		if j.State != "failed" || j.Error == nil || j.Error.Code != "render_failed" {
+			t.Fatalf("corrupt PDF: %+v, want failed render_failed", j)
+		}
+	})
+
+	t.Run("health, readiness, metrics", func(t *testing.T) {
+		for _, p := range []string{"/healthz", "/readyz", "/v1/renderers"} {
+			if r := c.do("GET", p, "", "", nil, nil); r.Status != 200 {
+				t.Errorf("%s: %d", p, r.Status)
+			}
+		}
+		m := c.do("GET", "/metrics", "", "", nil, nil)
+		for _, want := range []string{"renderbox_jobs_accepted_total", "renderbox_jobs_finished_total", "renderbox_queue_depth", "renderbox_http_request_seconds"} {
+			if !strings.Contains(string(m.Body), want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+	})
+}
+
+func TestSIGTERMMidJobEndsExactlyOnce(t *testing.T) {
+	s := newStack(t, stackOpts{workerArgs: []string{"-shutdown-timeout", "1s"}})
+	c := s.client
+	key := s.key("erin")
+	_, j := submitJSON(t, c, key, "html-pdf", samples.HTML("Interrupted", "then finished"), nil, "", nil)
+	waitFor(t, "the job to run", 60*time.Second, func() bool { return getJob(t, c, key, j.ID, "").State == "running" })
+	if err := s.worker.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.worker.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("worker exited with %v after SIGTERM", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker did not stop within 30s of SIGTERM")
+	}
+	if n := runscList(t, s.workerSB); n != 0 {
+		t.Errorf("the stopped worker left %d sandboxes", n)
+	}
+	if st := getJob(t, c, key, j.ID, "").State; st == "succeeded" || st == "failed" {
+		t.Logf("the job ended (%s) before the worker stopped", st)
+	}
+	// A new worker picks the requeued job up and finishes it.
+	s.startWorker("-shutdown-timeout", "1s")
+	j = getJob(t, c, key, j.ID, "?wait=60")
+	if j.State != "succeeded" {
+		t.Fatalf("after restart the job is %s %+v, want succeeded", j.State, j.Error)
+	}
+	time.Sleep(time.Second)
+	if again := getJob(t, c, key, j.ID, ""); again.State != "succeeded" || len(again.Outputs) != 1 {
+		t.Errorf("the job changed after ending: %+v", again)
+	}
+}
+
+func tail(b []byte) string {
+	if len(b) > 300 {
+		return string(b[:300]) + "…"
+	}
+	return string(b)
+}

@@ -1,0 +1,309 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/renderbox/renderbox"
+	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/testenv"
+)
+
+var bins string // directory with the api and worker binaries
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "renderbox-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	for _, name := range []string{"api", "worker"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/renderbox/renderbox/cmd/"+name).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", name, err, out)
+			os.Exit(1)
+		}
+	}
+	bins = dir
+	code := testenv.Run(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running binary whose output is kept for the test log.
+type proc struct {
+	cmd *exec.Cmd
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(filepath.Join(bins, name), args...)}
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = p.cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(40 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-done
+			}
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, tailStr(p.output(), 6000))
+		}
+	})
+	return p
+}
+
+func tailStr(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s", d, what)
+}
+
+// stack is one API, one worker and their Redis and ledger.
+type stack struct {
+	t        *testing.T
+	redis    string
+	db       string
+	base     string
+	api      *proc
+	worker   *proc
+	workerSB sandbox.Config // the worker's private state dir and cgroup parent
+	client   *client
+}
+
+type stackOpts struct {
+	apiArgs    []string
+	workerArgs []string
+	persist    bool
+}
+
+func newStack(t *testing.T, o stackOpts) *stack {
+	t.Helper()
+	s := &stack{t: t, redis: testenv.Redis(t, o.persist), db: filepath.Join(t.TempDir(), "ledger.db")}
+	s.startWorker(o.workerArgs...)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s.base = "http://" + addr
+	s.api = start(t, "api", append([]string{"serve", "-addr", addr, "-redis", s.redis, "-db", s.db}, o.apiArgs...)...)
+	waitFor(t, "the api to be ready", 20*time.Second, func() bool {
+		resp, err := http.Get(s.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	s.client = newClient(t, s.base)
+	return s
+}
+
+// startWorker starts a worker with a private state dir and cgroup parent
+// (checked for leftovers when the test ends) and waits until it serves.
+func (s *stack) startWorker(extra ...string) *proc {
+	t := s.t
+	t.Helper()
+	if s.workerSB.StateDir == "" {
+		s.workerSB = testenv.Manager(t, sandbox.Config{}).Config()
+	}
+	args := append([]string{"serve", "-redis", s.redis, "-rootfs", testenv.RootfsTree(t),
+		"-state-dir", s.workerSB.StateDir, "-cgroup-parent", s.workerSB.CgroupParent, "-runsc", s.workerSB.Runsc,
+		"-metrics-addr", "", "-concurrency", "2"}, extra...)
+	w := start(t, "worker", args...)
+	waitFor(t, "the worker to pass its checks and serve", 60*time.Second, func() bool {
+		if w.cmd.ProcessState != nil {
+			t.Fatalf("worker exited:\n%s", w.output())
+		}
+		return strings.Contains(w.output(), "worker ready")
+	})
+	s.worker = w
+	return w
+}
+
+// key creates an API key and returns its secret.
+func (s *stack) key(name string) string {
+	s.t.Helper()
+	out, err := exec.Command(filepath.Join(bins, "api"), "keys", "create", "-db", s.db, name).Output()
+	if err != nil {
+		s.t.Fatalf("api keys create: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// client makes requests and checks every response against openapi.yaml.
+type client struct {
+	t      *testing.T
+	base   string
+	router routers.Router
+}
+
+func newClient(t *testing.T, base string) *client {
+	doc, err := openapi3.NewLoader().LoadFromData(renderbox.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("openapi.yaml is invalid: %v", err)
+	}
+	doc.Servers = openapi3.Servers{{URL: base}}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &client{t: t, base: base, router: router}
+}
+
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r *response) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decoding %s: %v", r.Body, err)
+	}
+}
+
+func (r *response) problemCode(t *testing.T) string {
+	t.Helper()
+	var p struct {
+		Code string `json:"code"`
+	}
+	r.json(t, &p)
+	return p.Code
+}
+
+func (c *client) do(method, path, key, contentType string, body []byte, header map[string]string) *response {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	c.validate(req, body, resp, data)
+	return &response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+}
+
+// validate checks a response against the contract: its route, status,
+// content type and body schema.
+func (c *client) validate(req *http.Request, reqBody []byte, resp *http.Response, body []byte) {
+	c.t.Helper()
+	vreq, _ := http.NewRequest(req.Method, req.URL.String(), bytes.NewReader(reqBody))
+	vreq.Header = req.Header.Clone()
+	route, params, err := c.router.FindRoute(vreq)
+	if err != nil {
+		c.t.Errorf("%s %s is not in openapi.yaml: %v", req.Method, req.URL.Path, err)
+		return
+	}
+	in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, ExcludeRequestBody: true}}
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+		Body: io.NopCloser(bytes.NewReader(body)), Options: &openapi3filter.Options{IncludeResponseStatus: true},
+	}
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		c.t.Errorf("%s %s → %d does not match openapi.yaml: %v\nbody: %s", req.Method, req.URL.Path, resp.StatusCode, err, tailStr(string(body), 500))
+	}
+}
+
+func multipartBody(fields map[string]string, file []byte) (string, []byte) {
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	for k, v := range fields {
+		_ = mw.WriteField(k, v)
+	}
+	fw, _ := mw.CreateFormFile("file", "input")
+	_, _ = fw.Write(file)
+	_ = mw.Close()
+	return mw.FormDataContentType(), b.Bytes()
+}
+
+// runscList counts the containers runsc knows in a state dir.
+func runscList(t *testing.T, cfg sandbox.Config) int {
+	out, err := exec.Command(cfg.Runsc, "--root="+filepath.Join(cfg.StateDir, "runsc"), "list", "-quiet").Output()
+	if err != nil {
+		return -1
+	}
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) != "" {
+			n++
+		}
+	}
+	return n
+}

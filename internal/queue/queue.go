@@ -1,0 +1,170 @@
+// Package queue is the glue between the API and the workers, all in
+// Redis: render tasks go through asynq (the job id is the TaskID), inputs
+// and outputs are blobs with a retention TTL, results come back as events
+// on a Redis stream that the API consumes into the ledger, and cancels are
+// a marker key plus a pub/sub nudge to whichever worker runs the job.
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// TypeRender is the asynq task type of a render job; QueueName its queue.
+const (
+	TypeRender = "render:job"
+	QueueName  = "default"
+)
+
+// Redis names.
+const (
+	prefix        = "renderbox:"
+	EventStream   = prefix + "events"
+	CancelChannel = prefix + "cancel"
+)
+
+// InputKey, OutputKey and cancelKey name a job's Redis keys.
+func InputKey(job string) string        { return prefix + "blob:" + job + ":input" }
+func OutputKey(job, name string) string { return prefix + "blob:" + job + ":out:" + name }
+func cancelKey(job string) string       { return prefix + "cancel:" + job }
+
+// Payload is a render task.
+type Payload struct {
+	JobID    string          `json:"job_id"`
+	Owner    string          `json:"owner"`
+	Renderer string          `json:"renderer"`
+	Options  json.RawMessage `json:"options,omitempty"`
+	Limits   json.RawMessage `json:"limits,omitempty"`
+	// Accepted is when the API accepted the job (for queue-wait metrics).
+	Accepted time.Time `json:"accepted"`
+}
+
+// Queue wraps one Redis connection for every use.
+type Queue struct {
+	rdb       redis.UniversalClient
+	client    *asynq.Client
+	inspector *asynq.Inspector
+	// Retention is how long blobs, cancel markers and finished tasks live.
+	Retention time.Duration
+}
+
+// New returns a Queue on rdb. Retention defaults to 24h.
+func New(rdb redis.UniversalClient, retention time.Duration) *Queue {
+	if retention == 0 {
+		retention = 24 * time.Hour
+	}
+	return &Queue{
+		rdb:       rdb,
+		client:    asynq.NewClientFromRedisClient(rdb),
+		inspector: asynq.NewInspectorFromRedisClient(rdb),
+		Retention: retention,
+	}
+}
+
+// Redis returns the underlying client.
+func (q *Queue) Redis() redis.UniversalClient { return q.rdb }
+
+// Ping checks Redis.
+func (q *Queue) Ping(ctx context.Context) error { return q.rdb.Ping(ctx).Err() }
+
+// ErrDuplicate means a task with the job's id is already queued.
+var ErrDuplicate = errors.New("job already enqueued")
+
+// Enqueue queues p. timeout bounds one attempt (asynq kills the handler's
+// context after it); the sandbox's own, shorter deadline fires first.
+func (q *Queue) Enqueue(ctx context.Context, p Payload, timeout time.Duration, maxRetry int) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	_, err = q.client.EnqueueContext(ctx, asynq.NewTask(TypeRender, b),
+		asynq.TaskID(p.JobID), asynq.Queue(QueueName), asynq.Timeout(timeout),
+		asynq.MaxRetry(maxRetry), asynq.Retention(q.Retention))
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return ErrDuplicate
+	}
+	if err != nil {
+		return fmt.Errorf("enqueueing job %s: %w", p.JobID, err)
+	}
+	return nil
+}
+
+// Depth is how many tasks wait or run: the bound the API enforces. It
+// reads asynq's per-queue lists and sets directly (one round trip), since
+// the inspector's queue info also samples memory use, too slow for every
+// submission.
+func (q *Queue) Depth(ctx context.Context) (int, error) {
+	k := "asynq:{" + QueueName + "}:"
+	pipe := q.rdb.Pipeline()
+	lens := []*redis.IntCmd{pipe.LLen(ctx, k+"pending"), pipe.LLen(ctx, k+"active"), pipe.ZCard(ctx, k+"scheduled"), pipe.ZCard(ctx, k+"retry")}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, err
+	}
+	n := 0
+	for _, l := range lens {
+		n += int(l.Val())
+	}
+	return n, nil
+}
+
+// PutBlob stores data under key for the retention period.
+func (q *Queue) PutBlob(ctx context.Context, key string, data []byte) error {
+	return q.rdb.Set(ctx, key, data, q.Retention).Err()
+}
+
+// ErrNoBlob means the blob does not exist (never written, or expired).
+var ErrNoBlob = errors.New("blob not found or expired")
+
+// GetBlob reads a blob.
+func (q *Queue) GetBlob(ctx context.Context, key string) ([]byte, error) {
+	b, err := q.rdb.Get(ctx, key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, ErrNoBlob
+	}
+	return b, err
+}
+
+// Cancel marks job canceled, removes its task if it has not started, and
+// tells the workers, one of which may be running it.
+func (q *Queue) Cancel(ctx context.Context, job string) error {
+	if err := q.rdb.Set(ctx, cancelKey(job), "1", q.Retention).Err(); err != nil {
+		return fmt.Errorf("marking job %s canceled: %w", job, err)
+	}
+	if err := q.inspector.DeleteTask(QueueName, job); err != nil &&
+		!errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {
+		// An active task cannot be deleted; the worker learns below.
+		_ = err
+	}
+	return q.rdb.Publish(ctx, CancelChannel, job).Err()
+}
+
+// Canceled reports whether job was canceled.
+func (q *Queue) Canceled(ctx context.Context, job string) (bool, error) {
+	n, err := q.rdb.Exists(ctx, cancelKey(job)).Result()
+	return n > 0, err
+}
+
+// WatchCancels calls fn with the id of every job canceled from now on,
+// until ctx ends.
+func (q *Queue) WatchCancels(ctx context.Context, fn func(job string)) {
+	sub := q.rdb.Subscribe(ctx, CancelChannel)
+	defer sub.Close()
+	ch := sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			fn(m.Payload)
+		}
+	}
+}

@@ -1,0 +1,215 @@
+// Package worker is the queue side of a worker host: an asynq handler that
+// runs each render job in a fresh sandbox, stores the outputs in Redis and
+// reports the result as an event. It maps sandbox outcomes to asynq: only
+// sandbox_failure is retried; every deterministic failure is final.
+package worker
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/sandbox"
+)
+
+// Handler runs render tasks.
+type Handler struct {
+	Manager *sandbox.Manager
+	Queue   *queue.Queue
+	Logger  *slog.Logger
+	// Name identifies this worker in events.
+	Name string
+	// Metrics, if set, observes each job.
+	Metrics *Metrics
+
+	mu      sync.Mutex
+	running map[string]context.CancelCauseFunc
+}
+
+// ErrCanceledByUser is the cause of a job context canceled through the API.
+var ErrCanceledByUser = errors.New("job canceled")
+
+// ErrShutdown marks a job interrupted because the worker stopped; it is not
+// a failure of the job (see IsFailure).
+var ErrShutdown = errors.New("worker shutting down")
+
+// IsFailure tells asynq which errors count against a task's retries: an
+// interruption by shutdown does not.
+func IsFailure(err error) bool { return !errors.Is(err, ErrShutdown) }
+
+// WatchCancels kills the sandbox of any running job canceled through the
+// API; run it for the life of the worker.
+func (h *Handler) WatchCancels(ctx context.Context) {
+	h.Queue.WatchCancels(ctx, func(job string) {
+		h.mu.Lock()
+		cancel := h.running[job]
+		h.mu.Unlock()
+		if cancel != nil {
+			cancel(ErrCanceledByUser)
+		}
+	})
+}
+
+func (h *Handler) track(job string, cancel context.CancelCauseFunc) func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running == nil {
+		h.running = map[string]context.CancelCauseFunc{}
+	}
+	h.running[job] = cancel
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.running, job)
+	}
+}
+
+// ProcessTask implements asynq.Handler.
+func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	var p queue.Payload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.JobID == "" {
+		return fmt.Errorf("decoding task payload: %v: %w", err, asynq.SkipRetry)
+	}
+	log := h.Logger.With("job_id", p.JobID, "renderer", p.Renderer)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer h.track(p.JobID, cancel)()
+
+	// A job canceled while queued never runs, even if its task survived.
+	if c, err := h.Queue.Canceled(ctx, p.JobID); err != nil {
+		return fmt.Errorf("checking the cancel marker: %w", err)
+	} else if c {
+		h.finish(ctx, log, p, "canceled", "canceled", "the job was canceled before it ran", nil)
+		return fmt.Errorf("job canceled: %w", asynq.SkipRetry)
+	}
+	if err := h.Queue.Publish(ctx, queue.Event{JobID: p.JobID, State: "running", At: time.Now(), Worker: h.Name}); err != nil {
+		return fmt.Errorf("reporting the job running: %w", err)
+	}
+	input, err := h.Queue.GetBlob(ctx, queue.InputKey(p.JobID))
+	if err != nil {
+		if errors.Is(err, queue.ErrNoBlob) {
+			h.finish(ctx, log, p, "failed", "internal", "the job's input expired before it ran", nil)
+			return fmt.Errorf("input missing: %w", asynq.SkipRetry)
+		}
+		return fmt.Errorf("reading the input: %w", err)
+	}
+	r, err := render.Lookup(p.Renderer)
+	if err != nil {
+		h.finish(ctx, log, p, "failed", "invalid_options", err.Error(), nil)
+		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+	}
+	// Validated again here: the worker trusts nothing it reads from Redis.
+	plan, err := r.PrepareJSON(input, p.Options, p.Limits)
+	if err != nil {
+		h.finish(ctx, log, p, "failed", ErrorCode(err), err.Error(), nil)
+		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+	}
+	plan.Job.Input = bytes.NewReader(input)
+	start := time.Now()
+	done := h.Metrics.start(p.Accepted)
+	res, runErr := h.Manager.Run(ctx, plan.Job)
+	done()
+	outcome := sandbox.OutcomeOf(runErr)
+	h.Metrics.observe(p.Renderer, outcome, res)
+	log = log.With("sandbox_id", res.SandboxID, "outcome", outcome, "seconds", time.Since(start).Seconds())
+
+	// Report on a context that survives the job's.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer rcancel()
+	switch {
+	case runErr == nil:
+		outs, err := h.storeOutputs(rctx, p.JobID, r, res)
+		if err != nil {
+			return fmt.Errorf("storing outputs: %w", err)
+		}
+		h.finish(rctx, log, p, "succeeded", "", "", outs)
+		return nil
+	case outcome == sandbox.Canceled && errors.Is(context.Cause(ctx), ErrCanceledByUser):
+		h.finish(rctx, log, p, "canceled", "canceled", "the job was canceled while it ran", nil)
+		return fmt.Errorf("job canceled: %w", asynq.SkipRetry)
+	case outcome == sandbox.Canceled:
+		// The worker is shutting down: asynq requeues the task, and this
+		// interruption does not count as one of its retries.
+		log.Warn("job interrupted by shutdown; it will run again", "err", runErr)
+		return fmt.Errorf("%w: %v", ErrShutdown, runErr)
+	case outcome.Retryable() && !lastAttempt(ctx):
+		log.Warn("sandbox failure; retrying", "err", runErr)
+		return runErr
+	default:
+		msg := runErr.Error()
+		var se *sandbox.Error
+		if errors.As(runErr, &se) {
+			msg = se.Msg
+			if se.Stderr != "" && outcome == sandbox.RenderFailed {
+				msg += "\n" + tail(se.Stderr, 2048)
+			}
+		}
+		h.finish(rctx, log, p, "failed", string(outcome), msg, nil)
+		return fmt.Errorf("%v: %w", runErr, asynq.SkipRetry)
+	}
+}
+
+func lastAttempt(ctx context.Context) bool {
+	n, ok1 := asynq.GetRetryCount(ctx)
+	maxN, ok2 := asynq.GetMaxRetry(ctx)
+	return ok1 && ok2 && n >= maxN
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+func (h *Handler) storeOutputs(ctx context.Context, job string, r *render.Renderer, res *sandbox.Result) ([]queue.Output, error) {
+	var outs []queue.Output
+	for _, f := range res.Response.Files {
+		name := r.OutputName(f.Name)
+		if err := h.Queue.PutBlob(ctx, queue.OutputKey(job, name), f.Data); err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(f.Data)
+		outs = append(outs, queue.Output{Name: name, Size: int64(len(f.Data)), SHA256: hex.EncodeToString(sum[:]), MediaType: render.OutputType(name)})
+	}
+	return outs, nil
+}
+
+// finish publishes a job's terminal event. If Redis refuses, the task's
+// error makes asynq retry and the next attempt reports again.
+func (h *Handler) finish(ctx context.Context, log *slog.Logger, p queue.Payload, state, code, msg string, outs []queue.Output) {
+	ev := queue.Event{JobID: p.JobID, State: state, ErrorCode: code, ErrorMessage: msg, Outputs: outs, At: time.Now(), Worker: h.Name}
+	if err := h.Queue.Publish(ctx, ev); err != nil {
+		log.Error("reporting the job's result", "err", err)
+		return
+	}
+	log.Info("job finished", "state", state, "error_code", code)
+}
+
+// ErrorCode maps a catalogue error to the API's error code.
+func ErrorCode(err error) string {
+	switch {
+	case errors.Is(err, render.ErrUnsupportedInput):
+		return "unsupported_input"
+	case errors.Is(err, render.ErrInputTooLarge):
+		return "input_too_large"
+	case errors.Is(err, render.ErrInvalidInput):
+		return "invalid_input"
+	case errors.Is(err, render.ErrInvalidOptions):
+		return "invalid_options"
+	case errors.Is(err, render.ErrUnknownRenderer):
+		return "unknown_renderer"
+	}
+	return "internal"
+}
