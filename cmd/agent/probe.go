@@ -88,6 +88,9 @@ func probe(req *wire.ProbeRequest) *wire.ProbeReport {
 		}
 		r.Dials = append(r.Dials, wire.DialResult{Addr: addr, Error: errString(err)})
 	}
+	if req.Escape {
+		r.Escapes = runEscapes()
+	}
 	return r
 }
 

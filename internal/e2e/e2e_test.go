@@ -342,6 +342,38 @@ func TestSIGTERMMidJobEndsExactlyOnce(t *testing.T) {
 	}
 }
 
+func TestQueueBoundAndRateLimit(t *testing.T) {
+	s := newStack(t, stackOpts{noWorker: true, apiArgs: []string{"-max-queue-depth", "2", "-rate", "0.2", "-burst", "3"}})
+	c := s.client
+	key := s.key("frank")
+	in := samples.SVG(20, 20, 0, 0, 5)
+	for i := 0; i < 2; i++ {
+		if r, _ := submitJSON(t, c, key, "svg-png", in, nil, "", nil); r.Status != 202 {
+			t.Fatalf("job %d: %d %s", i, r.Status, tail(r.Body))
+		}
+	}
+	r, _ := submitJSON(t, c, key, "svg-png", in, nil, "", nil)
+	if r.Status != 503 || r.problemCode(t) != "queue_full" || r.Header.Get("Retry-After") == "" {
+		t.Errorf("third job with a queue bound of 2: %d %s (Retry-After %q), want 503 queue_full", r.Status, tail(r.Body), r.Header.Get("Retry-After"))
+	}
+	r, _ = submitJSON(t, c, key, "svg-png", in, nil, "", nil)
+	if r.Status != 429 || r.problemCode(t) != "rate_limited" || r.Header.Get("Retry-After") == "" {
+		t.Errorf("fourth job at burst 3: %d %s, want 429 rate_limited with Retry-After", r.Status, tail(r.Body))
+	}
+	// Another key has its own bucket.
+	if r, _ := submitJSON(t, c, s.key("grace"), "svg-png", in, nil, "", nil); r.Status == 429 {
+		t.Errorf("a second key was rate limited by the first key's submissions")
+	}
+	// Every accepted job is still queued, none lost.
+	var list struct {
+		Jobs []jobJSON `json:"jobs"`
+	}
+	c.do("GET", "/v1/jobs?state=queued", key, "", nil, nil).json(t, &list)
+	if len(list.Jobs) != 2 {
+		t.Errorf("%d queued jobs, want the 2 accepted", len(list.Jobs))
+	}
+}
+
 func tail(b []byte) string {
 	if len(b) > 300 {
 		return string(b[:300]) + "…"

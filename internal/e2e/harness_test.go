@@ -130,12 +130,15 @@ type stackOpts struct {
 	apiArgs    []string
 	workerArgs []string
 	persist    bool
+	noWorker   bool // jobs stay queued
 }
 
 func newStack(t *testing.T, o stackOpts) *stack {
 	t.Helper()
 	s := &stack{t: t, redis: testenv.Redis(t, o.persist), db: filepath.Join(t.TempDir(), "ledger.db")}
-	s.startWorker(o.workerArgs...)
+	if !o.noWorker {
+		s.startWorker(o.workerArgs...)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

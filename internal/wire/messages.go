@@ -101,6 +101,18 @@ type ProbeRequest struct {
 	// FillTmp, when > 0, makes the probe write up to this many bytes under
 	// /tmp and report how far it got (the tmpfs must stop it earlier).
 	FillTmp int64 `json:"fill_tmp,omitempty"`
+	// Escape makes the probe try, from a child process as a renderer
+	// would, what an attacker would: ptrace the agent, mount, become root,
+	// raw and packet sockets, write the rootfs, see the host's processes,
+	// exhaust processes.
+	Escape bool `json:"escape,omitempty"`
+}
+
+// Attempt is one escape attempt; Error empty means it succeeded.
+type Attempt struct {
+	Name   string `json:"name"`
+	Error  string `json:"error,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // FileHeader announces an output file; Size bytes of TypeData frames follow.
@@ -160,6 +172,7 @@ type ProbeReport struct {
 	KernelLog                              string // the first lines of syslog(2)
 	Dials                                  []DialResult
 	Hostname                               string
+	Escapes                                []Attempt
 }
 
 // DialResult is one attempted TCP connection.

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// escapeArg is the argument that runs the agent as the escape-attempt
+// child: it acts as an exploited renderer would, from a separate process of
+// the same uid, and prints its attempts as JSON.
+const escapeArg = "--escape-attempts"
+
+// runEscapes runs the escape attempts in a child process and returns them.
+func runEscapes() []wire.Attempt {
+	cmd := exec.Command("/proc/self/exe", escapeArg)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	// Like a renderer: below the agent's process reserve, so exhausting
+	// processes cannot take the agent down with it.
+	if err := startReserving(cmd); err != nil {
+		return []wire.Attempt{{Name: "start", Error: err.Error()}}
+	}
+	_ = cmd.Wait()
+	var as []wire.Attempt
+	if err := json.Unmarshal(out.Bytes(), &as); err != nil {
+		return []wire.Attempt{{Name: "decode", Error: err.Error()}}
+	}
+	return as
+}
+
+// escapeAttempts is the child's side. Each attempt must fail or be
+// contained; the host judges them.
+func escapeAttempts() {
+	var as []wire.Attempt
+	try := func(name string, f func() (string, error)) {
+		detail, err := f()
+		a := wire.Attempt{Name: name, Detail: detail}
+		if err != nil {
+			a.Error = err.Error()
+		}
+		as = append(as, a)
+	}
+	try("ptrace the agent (pid 1)", func() (string, error) {
+		err := unix.PtraceAttach(1)
+		if err == nil {
+			_ = unix.PtraceDetach(1)
+		}
+		return "", err
+	})
+	try("read the agent's memory", func() (string, error) {
+		_, err := os.ReadFile("/proc/1/mem")
+		return "", err
+	})
+	try("mount a tmpfs", func() (string, error) {
+		return "", unix.Mount("none", "/tmp", "tmpfs", 0, "")
+	})
+	try("setuid(0)", func() (string, error) {
+		if err := syscall.Setuid(0); err != nil {
+			return "", err
+		}
+		if os.Getuid() != 0 {
+			return "", fmt.Errorf("uid is still %d", os.Getuid())
+		}
+		return "", nil
+	})
+	try("run a setuid-root binary", func() (string, error) {
+		// su and mount ship setuid-root in Debian; the rootfs build strips
+		// the bit and noNewPrivileges would ignore it anyway.
+		out, err := exec.Command("/bin/su", "-c", "id -u").CombinedOutput()
+		if err != nil {
+			return strings.TrimSpace(string(out)), err
+		}
+		if strings.TrimSpace(string(out)) != "0" {
+			return strings.TrimSpace(string(out)), fmt.Errorf("not root")
+		}
+		return "", nil
+	})
+	try("raw socket", func() (string, error) {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return "", err
+	})
+	try("packet socket", func() (string, error) {
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0x0300)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return "", err
+	})
+	try("write the rootfs", func() (string, error) {
+		return "", os.WriteFile("/usr/bin/renderbox-planted", []byte("x"), 0o755)
+	})
+	try("write the rootfs as its world-writable /var/tmp", func() (string, error) {
+		return "", os.WriteFile("/var/tmp/planted", []byte("x"), 0o644)
+	})
+	try("see the host's processes", func() (string, error) {
+		ents, err := os.ReadDir("/proc")
+		if err != nil {
+			return "", err
+		}
+		var pids []string
+		for _, e := range ents {
+			if _, err := strconv.Atoi(e.Name()); err == nil {
+				pids = append(pids, e.Name())
+			}
+		}
+		cmd, _ := os.ReadFile("/proc/1/cmdline")
+		detail := fmt.Sprintf("%d processes; pid 1 is %q", len(pids), strings.ReplaceAll(string(cmd), "\x00", " "))
+		// Only the sandbox's own few processes, and pid 1 is our agent.
+		if len(pids) <= 8 && strings.HasPrefix(string(cmd), "/usr/local/bin/renderbox-agent") {
+			return detail, fmt.Errorf("only the sandbox's processes are visible")
+		}
+		return detail, nil
+	})
+	try("open a host device", func() (string, error) {
+		f, err := os.OpenFile("/dev/sda", os.O_RDONLY, 0)
+		if err == nil {
+			f.Close()
+		}
+		return "", err
+	})
+	try("exhaust processes", func() (string, error) {
+		// Fork sleepers until the limits stop us; success would be a
+		// thousand of them.
+		var procs []*os.Process
+		defer func() {
+			for _, p := range procs {
+				_ = p.Kill()
+				_, _ = p.Wait()
+			}
+		}()
+		deadline := time.Now().Add(5 * time.Second)
+		for len(procs) < 1000 && time.Now().Before(deadline) {
+			c := exec.Command("/bin/sleep", "30")
+			if err := c.Start(); err != nil {
+				return fmt.Sprintf("stopped after %d processes", len(procs)), err
+			}
+			procs = append(procs, c.Process)
+		}
+		return fmt.Sprintf("started %d processes", len(procs)), nil
+	})
+	_ = json.NewEncoder(os.Stdout).Encode(as)
+}
