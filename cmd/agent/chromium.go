@@ -102,6 +102,7 @@ func drive(c *cdp, b *wire.Browser, page []byte) error {
 	setup := []command{
 		{"Fetch.enable", map[string]any{"patterns": []map[string]any{{"urlPattern": "*"}}}},
 		{"Page.enable", nil},
+		{"Inspector.enable", nil}, // for targetCrashed
 	}
 	if !b.JavaScript {
 		setup = append(setup, command{"Emulation.setScriptExecutionDisabled", map[string]any{"value": true}})
@@ -118,6 +119,9 @@ func drive(c *cdp, b *wire.Browser, page []byte) error {
 		}
 	}
 	loaded := c.await(s, "Page.loadEventFired")
+	// A page that exhausts its renderer's memory crashes it; say so now
+	// rather than wait for the deadline.
+	crashed := c.await(s, "Inspector.targetCrashed")
 	var nav struct {
 		ErrorText string `json:"errorText"`
 	}
@@ -129,6 +133,8 @@ func drive(c *cdp, b *wire.Browser, page []byte) error {
 	}
 	select {
 	case <-loaded:
+	case <-crashed:
+		return errors.New("the page crashed while loading (out of memory?)")
 	case <-c.done:
 		return c.failure()
 	}

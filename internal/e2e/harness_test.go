@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/png"
 	"io"
 	"mime/multipart"
 	"net"
@@ -310,3 +312,5 @@ func runscList(t *testing.T, cfg sandbox.Config) int {
 	}
 	return n
 }
+
+func pngEncode(w io.Writer, img image.Image) error { return png.Encode(w, img) }

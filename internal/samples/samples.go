@@ -102,3 +102,9 @@ func DOT(labels ...string) []byte {
 func RTF(text string) []byte {
 	return []byte(`{\rtf1\ansi\deff0{\fonttbl{\f0 Helvetica;}}\f0\fs24 ` + text + `\par}`)
 }
+
+// PDFPage returns a one-page PDF whose page is w×h points.
+func PDFPage(w, h int) []byte {
+	p := PDF("giant", 1)
+	return bytes.Replace(p, []byte("/MediaBox [0 0 612 792]"), []byte(fmt.Sprintf("/MediaBox [0 0 %d %d]", w, h)), 1)
+}
