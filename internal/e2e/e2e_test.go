@@ -8,12 +8,15 @@ import (
 	"image"
 	"image/png"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/samples"
+	"github.com/renderbox/renderbox/internal/testenv"
 )
 
 type jobJSON struct {
@@ -379,4 +382,44 @@ func tail(b []byte) string {
 		return string(b[:300]) + "…"
 	}
 	return string(b)
+}
+
+func TestFailingRunscIsRetriedThenFails(t *testing.T) {
+	// A runsc that works until told to fail every `start`: the worker
+	// passes its checks, then each attempt is a sandbox_failure.
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "fail-start")
+	real := testenv.Runsc(t)
+	wrapper := filepath.Join(dir, "runsc")
+	script := fmt.Sprintf(`#!/bin/sh
+if [ "$1" = --version ]; then echo "runsc version release-20260905.0"; exit 0; fi
+for a in "$@"; do
+  if [ "$a" = start ] && [ -e %q ]; then echo "runsc: simulated start failure" >&2; exit 128; fi
+done
+exec %q "$@"
+`, marker, real)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, stackOpts{workerArgs: []string{"-runsc", wrapper}})
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := s.client
+	key := s.key("heidi")
+	_, j := submitJSON(t, c, key, "svg-png", samples.SVG(20, 20, 0, 0, 5), nil, "?wait=60", nil)
+	if j.State != "failed" || j.Error == nil || j.Error.Code != "sandbox_failure" {
+		t.Fatalf("job = %s %+v, want failed sandbox_failure", j.State, j.Error)
+	}
+	if j.Attempts != 3 {
+		t.Errorf("the job ran %d times, want 3 (two retries)", j.Attempts)
+	}
+	if !strings.Contains(j.Error.Message, "starting the sandbox") {
+		t.Errorf("error message %q does not say what failed", j.Error.Message)
+	}
+	// Healthy again: the next job succeeds.
+	os.Remove(marker)
+	if _, j := submitJSON(t, c, key, "svg-png", samples.SVG(20, 20, 0, 0, 5), nil, "?wait=60", nil); j.State != "succeeded" {
+		t.Errorf("after runsc recovered: %s %+v", j.State, j.Error)
+	}
 }
