@@ -8,7 +8,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
-	"github.com/renderbox/renderbox/internal/wire"
 )
 
 type hostileCase struct {
@@ -158,7 +156,7 @@ func TestHostileCorpus(t *testing.T) {
 			for _, o := range j.Outputs {
 				data := c.do("GET", o.URL, key, "", nil, nil).Body
 				if strings.HasSuffix(o.Name, ".pdf") {
-					if text := pdfText(t, extractor, data); strings.Contains(text, tc.noLeak) {
+					if text := testenv.PDFText(t, extractor, data); strings.Contains(text, tc.noLeak) {
 						t.Errorf("%s: the output shows %q: %q", tc.name, tc.noLeak, text)
 					}
 				}
@@ -213,22 +211,4 @@ func pngOf(w, h int) []byte {
 	var b bytes.Buffer
 	_ = pngEncode(&b, samples.Image(w, h, 0, 0, w/2))
 	return b.Bytes()
-}
-
-// pdfText extracts a PDF's text in a sandbox: parsing output is untrusted
-// work too.
-func pdfText(t *testing.T, m *sandbox.Manager, pdf []byte) string {
-	t.Helper()
-	res, err := m.Run(context.Background(), sandbox.Job{
-		Request: wire.Request{
-			Mode: wire.ModeRender, InputName: "in.pdf", InputSize: int64(len(pdf)),
-			Steps: []wire.Step{{Argv: []string{"/usr/bin/pdftotext", wire.InputDir + "/in.pdf", "-"}, Stdout: wire.OutputDir + "/text.txt"}},
-			Env:   []string{"PATH=/usr/bin:/bin"},
-		},
-		Input: bytes.NewReader(pdf),
-	})
-	if err != nil {
-		t.Fatalf("pdftotext: %v", err)
-	}
-	return string(res.Response.Files[0].Data)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/testenv"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -66,37 +67,14 @@ func renderOK(t *testing.T, m *sandbox.Manager, name string, input []byte, opts 
 	return out, &res.Response.Result
 }
 
-// tool runs a poppler tool on a PDF inside a sandbox (parsing a renderer's
-// output is untrusted work too) and returns its stdout.
-func tool(t *testing.T, m *sandbox.Manager, prog string, pdf []byte, args ...string) string {
-	t.Helper()
-	argv := append([]string{"/usr/bin/" + prog}, args...)
-	argv = append(argv, wire.InputDir+"/in.pdf")
-	if prog == "pdftotext" {
-		argv = append(argv, "-") // to stdout
-	}
-	res, err := m.Run(context.Background(), sandbox.Job{
-		Request: wire.Request{
-			Mode: wire.ModeRender, InputName: "in.pdf", InputSize: int64(len(pdf)),
-			Steps: []wire.Step{{Argv: argv, Stdout: wire.OutputDir + "/stdout.txt"}},
-			Env:   []string{"PATH=/usr/bin:/bin"},
-		},
-		Input: bytes.NewReader(pdf),
-	})
-	if err != nil {
-		t.Fatalf("%s: %v", prog, err)
-	}
-	return string(res.Response.Files[0].Data)
-}
-
 func pdfText(t *testing.T, m *sandbox.Manager, pdf []byte) string {
-	return tool(t, m, "pdftotext", pdf, "-layout")
+	return testenv.PDFText(t, m, pdf)
 }
 
 // pdfInfo returns pdfinfo's "Key: value" lines as a map.
 func pdfInfo(t *testing.T, m *sandbox.Manager, pdf []byte) map[string]string {
 	info := map[string]string{}
-	for _, line := range strings.Split(tool(t, m, "pdfinfo", pdf), "\n") {
+	for _, line := range strings.Split(testenv.Tool(t, m, "pdfinfo", pdf), "\n") {
 		if k, v, ok := strings.Cut(line, ":"); ok {
 			info[k] = strings.TrimSpace(v)
 		}

@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/renderbox/renderbox/internal/rootfs"
 	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/wire"
 )
 
 // RootfsTree returns the built rootfs tree ($RENDERBOX_ROOTFS or
@@ -186,4 +188,34 @@ func Redis(t testing.TB, persist bool) string {
 	}
 	t.Fatalf("redis-server did not listen on %s", addr)
 	return ""
+}
+
+// Tool runs a poppler tool (pdftotext, pdfinfo, …) on a PDF inside a
+// sandbox — parsing a renderer's output is untrusted work too — and returns
+// its standard output.
+func Tool(t testing.TB, m *sandbox.Manager, prog string, pdf []byte, args ...string) string {
+	t.Helper()
+	argv := append([]string{"/usr/bin/" + prog}, args...)
+	argv = append(argv, wire.InputDir+"/in.pdf")
+	if prog == "pdftotext" {
+		argv = append(argv, "-") // to stdout
+	}
+	res, err := m.Run(context.Background(), sandbox.Job{
+		Request: wire.Request{
+			Mode: wire.ModeRender, InputName: "in.pdf", InputSize: int64(len(pdf)),
+			Steps: []wire.Step{{Argv: argv, Stdout: wire.OutputDir + "/stdout.txt"}},
+			Env:   []string{"PATH=/usr/bin:/bin"},
+		},
+		Input: bytes.NewReader(pdf),
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", prog, err)
+	}
+	return string(res.Response.Files[0].Data)
+}
+
+// PDFText extracts a PDF's text in a sandbox.
+func PDFText(t testing.TB, m *sandbox.Manager, pdf []byte) string {
+	t.Helper()
+	return Tool(t, m, "pdftotext", pdf, "-layout")
 }
