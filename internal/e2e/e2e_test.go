@@ -9,6 +9,7 @@ import (
 	"image/png"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -422,4 +423,48 @@ exec %q "$@"
 	if _, j := submitJSON(t, c, key, "svg-png", samples.SVG(20, 20, 0, 0, 5), nil, "?wait=60", nil); j.State != "succeeded" {
 		t.Errorf("after runsc recovered: %s %+v", j.State, j.Error)
 	}
+}
+
+func TestKilledWorkersJobIsFinishedByItsSuccessor(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	c := s.client
+	key := s.key("ivan")
+	_, j := submitJSON(t, c, key, "html-pdf", samples.HTML("Crash", "mid-render"), nil, "", nil)
+	waitFor(t, "the job to run", 60*time.Second, func() bool { return getJob(t, c, key, j.ID, "").State == "running" })
+	waitFor(t, "its sandbox to exist", 30*time.Second, func() bool { return runscList(t, s.workerSB) >= 1 })
+	time.Sleep(time.Second)                             // mid-render
+	if err := s.worker.cmd.Process.Kill(); err != nil { // kill -9: no drain, no cleanup
+		t.Fatal(err)
+	}
+	_ = s.worker.cmd.Wait()
+	if n := runscList(t, s.workerSB); n < 1 {
+		out, err := exec.Command(s.workerSB.Runsc, "--root="+filepath.Join(s.workerSB.StateDir, "runsc"), "list").CombinedOutput()
+		t.Fatalf("no orphaned sandbox after kill -9 (runsc list: %d): %s %v; ps: %s", n, out, err, psRunsc())
+	}
+	// The successor reaps what its predecessor left, then asynq hands it
+	// the job once the dead worker's lease expires.
+	w := s.startWorker()
+	if !strings.Contains(w.output(), "PASS  reap") || strings.Contains(w.output(), "0 leftover sandboxes deleted") {
+		t.Errorf("the successor did not reap the orphaned sandbox:\n%s", tailStr(w.output(), 2000))
+	}
+	deadline := time.Now().Add(4 * time.Minute)
+	for j.State != "succeeded" && j.State != "failed" && time.Now().Before(deadline) {
+		j = getJob(t, c, key, j.ID, "?wait=60")
+	}
+	if j.State != "succeeded" || len(j.Outputs) != 1 {
+		t.Fatalf("after the crash the job is %s %+v, want succeeded", j.State, j.Error)
+	}
+	if j.Attempts < 2 {
+		t.Errorf("attempts = %d, want the crashed one and the successor's", j.Attempts)
+	}
+	time.Sleep(time.Second)
+	if again := getJob(t, c, key, j.ID, ""); again.State != "succeeded" || again.Attempts != j.Attempts {
+		t.Errorf("the job changed after ending: %+v", again)
+	}
+	t.Logf("finished by the successor after %d attempts", j.Attempts)
+}
+
+func psRunsc() string {
+	out, _ := exec.Command("sh", "-c", "ps -eo pid,ppid,args | grep -E 'runsc|renderbox-agent|chromium' | grep -v grep | cut -c1-150").Output()
+	return string(out)
 }
