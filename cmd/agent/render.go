@@ -113,9 +113,12 @@ func recordExit(st *os.ProcessState, res *wire.Result) {
 const nprocReserve = 64
 
 // startReserving starts cmd with an RLIMIT_NPROC lowered by nprocReserve, so
-// a fork bomb in the renderer hits its limit while the agent can still
-// create the threads it needs to report. The lower soft limit is inherited
-// across fork; ours is restored right after.
+// that where the limit is enforced a fork bomb in the renderer hits it while
+// the agent can still create the threads it needs to report. The lower soft
+// limit is inherited across fork; ours is restored right after. Measured
+// under gVisor, the bound that actually holds is the spec's pids limit (see
+// TestForkBombIsContained and the escape probe): a renderer that exhausts
+// it can take the sandbox down with it, which ends as render_failed.
 func startReserving(cmd *exec.Cmd) error {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(unix.RLIMIT_NPROC, &lim); err != nil || lim.Cur <= 2*nprocReserve {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,19 +18,7 @@ import (
 // several API processes share the work.
 func (s *Server) RunEvents(ctx context.Context) error {
 	host, _ := os.Hostname()
-	return s.Queue.Consume(ctx, "api", host+"-"+ledgerSafe(os.Getpid()), s.apply)
-}
-
-func ledgerSafe(pid int) string {
-	const digits = "0123456789"
-	if pid == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; pid > 0; pid /= 10 {
-		b = append([]byte{digits[pid%10]}, b...)
-	}
-	return string(b)
+	return s.Queue.Consume(ctx, "api", host+"-"+strconv.Itoa(os.Getpid()), s.apply)
 }
 
 func (s *Server) apply(ctx context.Context, ev queue.Event) error {
