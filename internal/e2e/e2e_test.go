@@ -246,6 +246,8 @@ func TestJobsEndToEnd(t *testing.T) {
 		waitFor(t, "both spinners to run", 60*time.Second, func() bool {
 			return getJob(t, c, dave, spinners[0], "").State == "running" && getJob(t, c, dave, spinners[1], "").State == "running"
 		})
+		// "running" is reported before the sandbox is created; count both.
+		waitFor(t, "both spinners' sandboxes", 30*time.Second, func() bool { return runscList(t, s.workerSB) == 2 })
 		_, queued := submitJSON(t, c, dave, "svg-png", samples.SVG(20, 20, 0, 0, 5), nil, "", nil)
 		time.Sleep(500 * time.Millisecond)
 		if st := getJob(t, c, dave, queued.ID, "").State; st != "queued" {
