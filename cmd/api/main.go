@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/renderbox/renderbox/internal/api"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/internal/webhook"
 )
 
 // Config is the API's configuration; flags and RENDERBOX_* variables map
@@ -42,6 +44,20 @@ type Config struct {
 	Retention time.Duration
 	// Limits: request body, queue depth, per-key rate, ?wait= bound.
 	Limits api.Limits
+	// Webhooks turns job webhooks on. Default true.
+	Webhooks bool
+	// WebhookSecretFile holds the master secret of webhook signatures,
+	// made on first start. Default webhook.key next to the ledger. Env
+	// RENDERBOX_WEBHOOK_SECRET_FILE.
+	WebhookSecretFile string
+	// WebhookAllow lists non-public ranges webhooks may reach (CIDRs,
+	// comma-separated). Default none. Env RENDERBOX_WEBHOOK_ALLOW.
+	WebhookAllow string
+	// WebhookRetry is the wait before each retry. Default
+	// webhook.DefaultSchedule (5s … 12h, about a day in all).
+	WebhookRetry string
+	// WebhookTimeout bounds one delivery attempt. Default 10s.
+	WebhookTimeout time.Duration
 }
 
 func (c *Config) bind(fs *flag.FlagSet) {
@@ -60,6 +76,38 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Limits.RatePerSecond, "rate", 20, "submissions per second per key (429 past it)")
 	fs.IntVar(&c.Limits.Burst, "burst", 40, "submission burst per key")
 	fs.DurationVar(&c.Limits.MaxWait, "max-wait", 60*time.Second, "longest ?wait=")
+	fs.BoolVar(&c.Webhooks, "webhooks", true, "send webhooks to jobs' callback_url")
+	fs.StringVar(&c.WebhookSecretFile, "webhook-secret-file", env("WEBHOOK_SECRET_FILE", ""), "master secret of webhook signatures (default: webhook.key next to -db; made if missing)")
+	fs.StringVar(&c.WebhookAllow, "webhook-allow", env("WEBHOOK_ALLOW", ""), "non-public ranges webhooks may reach, e.g. 10.0.0.0/8 (public addresses only by default)")
+	fs.StringVar(&c.WebhookRetry, "webhook-retry", "", "wait before each webhook retry, e.g. 5s,30s,2m (default 5s,30s,2m,10m,30m,1h,3h,6h,12h)")
+	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
+}
+
+// webhooks builds the API's webhook settings from the configuration.
+func (c Config) webhooks() (api.Webhooks, error) {
+	if !c.Webhooks {
+		return api.Webhooks{}, nil
+	}
+	allow, err := webhook.ParseAllow(c.WebhookAllow)
+	if err != nil {
+		return api.Webhooks{}, err
+	}
+	var sched webhook.Schedule
+	if c.WebhookRetry != "" {
+		if sched, err = webhook.ParseSchedule(c.WebhookRetry); err != nil {
+			return api.Webhooks{}, err
+		}
+	}
+	path := c.WebhookSecretFile
+	if path == "" {
+		path = filepath.Join(filepath.Dir(c.DB), "webhook.key")
+	}
+	master, err := webhook.LoadOrCreateMaster(path)
+	if err != nil {
+		return api.Webhooks{}, err
+	}
+	p := webhook.Policy{Allow: allow}
+	return api.Webhooks{Master: master, Policy: p, Sender: webhook.NewSender(p, nil, c.WebhookTimeout), Schedule: sched}, nil
 }
 
 func (c Config) validate() error {
@@ -111,11 +159,26 @@ func serve(ctx context.Context, args []string) error {
 	defer store.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: c.Redis})
 	defer rdb.Close()
-	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits}
+	hooks, err := c.webhooks()
+	if err != nil {
+		return fmt.Errorf("webhooks: %w", err)
+	}
+	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, Webhooks: hooks}
 	srv := &http.Server{Addr: c.Addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := s.RunEvents(ctx); err != nil {
 			log.Error("applying events", "err", err)
+		}
+	}()
+	hooksDone := make(chan struct{})
+	ctx, cancel := context.WithCancel(ctx)
+	// Attempts in flight end with ctx; wait for them to be recorded
+	// before the ledger closes.
+	defer func() { cancel(); <-hooksDone }()
+	go func() {
+		defer close(hooksDone)
+		if err := s.RunWebhooks(ctx); err != nil {
+			log.Error("delivering webhooks", "err", err)
 		}
 	}()
 	go func() {

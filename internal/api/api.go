@@ -67,12 +67,16 @@ type Server struct {
 	Queue   *queue.Queue
 	Logger  *slog.Logger
 	Limits  Limits
+	// Webhooks configures job webhooks; the zero value refuses
+	// callback_url.
+	Webhooks Webhooks
 	// Registry receives the API's metrics; nil means a private one.
 	Registry *prometheus.Registry
 
-	waiters  *waiters
-	limiters *limiters
-	metrics  *metrics
+	waiters     *waiters
+	limiters    *limiters
+	metrics     *metrics
+	webhookWake chan struct{}
 }
 
 // Handler returns the routes.
@@ -84,6 +88,10 @@ func (s *Server) Handler() http.Handler {
 	if s.Registry == nil {
 		s.Registry = prometheus.NewRegistry()
 	}
+	if s.Webhooks.enabled() {
+		s.Webhooks = s.Webhooks.withDefaults()
+	}
+	s.webhookWake = make(chan struct{}, 1)
 	s.waiters = newWaiters()
 	s.limiters = newLimiters(s.Limits.RatePerSecond, s.Limits.Burst)
 	s.metrics = newMetrics(s.Registry, s.Queue)
@@ -102,6 +110,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/v1/jobs/{id}", s.getJob)
 		r.Delete("/v1/jobs/{id}", s.cancelJob)
 		r.Get("/v1/jobs/{id}/outputs/{name}", s.getOutput)
+		r.Get("/v1/webhook-secret", s.webhookSecret)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)

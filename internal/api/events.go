@@ -37,6 +37,7 @@ func (s *Server) apply(ctx context.Context, ev queue.Event) error {
 		})
 		if changed {
 			s.metrics.finished.WithLabelValues(ev.State, ev.ErrorCode).Inc()
+			s.wakeWebhooks()
 		}
 	}
 	if errors.Is(err, ledger.ErrNotFound) {

@@ -34,6 +34,7 @@ type jobView struct {
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 	Error      *errorView      `json:"error,omitempty"`
 	Outputs    []outputView    `json:"outputs"`
+	Webhook    *webhookView    `json:"webhook,omitempty"`
 }
 
 type inputView struct {
@@ -204,8 +205,14 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sub.CallbackURL != "" {
-		problem(w, http.StatusBadRequest, "invalid_request", "callback_url is not supported yet: poll GET /v1/jobs/{id} or use ?wait=")
-		return
+		if !s.Webhooks.enabled() {
+			problem(w, http.StatusBadRequest, "webhooks_disabled", "this server does not send webhooks: poll GET /v1/jobs/{id} or use ?wait=")
+			return
+		}
+		if _, err := s.Webhooks.Policy.CheckURL(sub.CallbackURL); err != nil {
+			problem(w, http.StatusBadRequest, "invalid_callback_url", err.Error())
+			return
+		}
 	}
 	rd, err := render.Lookup(sub.Renderer)
 	if err != nil {
@@ -231,7 +238,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	opts, _ := json.Marshal(plan.Options)
 	job, created, err := s.Ledger.CreateJob(ctx, ledger.Job{
 		Owner: key.ID, Renderer: rd.Name, Options: opts, InputSHA256: hex.EncodeToString(sum[:]),
-		InputSize: int64(len(sub.Input)), IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		InputSize: int64(len(sub.Input)), IdempotencyKey: r.Header.Get("Idempotency-Key"), CallbackURL: sub.CallbackURL,
 	})
 	if err != nil {
 		s.Logger.Error("recording a job", "err", err)
@@ -239,7 +246,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !created {
-		if job.Renderer != rd.Name || job.InputSHA256 != hex.EncodeToString(sum[:]) {
+		if job.Renderer != rd.Name || job.InputSHA256 != hex.EncodeToString(sum[:]) || job.CallbackURL != sub.CallbackURL {
 			problem(w, http.StatusUnprocessableEntity, "idempotency_conflict", "this Idempotency-Key was used for a different request")
 			return
 		}
@@ -249,6 +256,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	if err := s.enqueue(r, job, sub, plan); err != nil {
 		// The job was accepted into the ledger: it must still end.
 		_, _ = s.Ledger.Finish(ctx, job.ID, ledger.FinishOptions{State: ledger.StateFailed, ErrorCode: "internal", ErrorMessage: "the job could not be queued", At: time.Now()})
+		s.wakeWebhooks()
 		s.Logger.Error("queueing a job", "job_id", job.ID, "err", err)
 		w.Header().Set("Retry-After", "5")
 		problem(w, http.StatusServiceUnavailable, "unavailable", "the queue is unreachable; retry later")
@@ -289,7 +297,7 @@ func (s *Server) respondJob(w http.ResponseWriter, r *http.Request, job ledger.J
 	if job.State.Terminal() {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, view(job))
+	writeJSON(w, status, s.withWebhook(r.Context(), view(job), job))
 }
 
 func parseWait(v string, max time.Duration) (time.Duration, error) {
@@ -319,7 +327,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 			job = j
 		}
 	}
-	writeJSON(w, http.StatusOK, view(job))
+	writeJSON(w, http.StatusOK, s.withWebhook(r.Context(), view(job), job))
 }
 
 func (s *Server) ledgerProblem(w http.ResponseWriter, err error) {
@@ -382,7 +390,8 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		s.Logger.Error("signalling a cancel", "job_id", job.ID, "err", err)
 	}
 	s.waiters.notify(job.ID)
-	writeJSON(w, http.StatusOK, view(job))
+	s.wakeWebhooks()
+	writeJSON(w, http.StatusOK, s.withWebhook(r.Context(), view(job), job))
 }
 
 func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {

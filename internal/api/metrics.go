@@ -18,6 +18,7 @@ type metrics struct {
 	requests *prometheus.HistogramVec
 	accepted *prometheus.CounterVec
 	finished *prometheus.CounterVec
+	webhooks *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry, q *queue.Queue) *metrics {
@@ -33,6 +34,7 @@ func newMetrics(reg *prometheus.Registry, q *queue.Queue) *metrics {
 			Name: "renderbox_jobs_finished_total", Help: "Jobs that reached a terminal state, by state and error code.",
 		}, []string{"state", "code"}),
 	}
+	m.webhooks = newWebhookMetric(reg)
 	reg.MustRegister(m.requests, m.accepted, m.finished,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if q != nil {

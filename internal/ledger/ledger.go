@@ -69,6 +69,17 @@ type Store interface {
 	// terminal job is returned unchanged with an error wrapping ErrConflict.
 	Cancel(ctx context.Context, owner, id string) (Job, error)
 
+	// GetWebhook returns the webhook record of owner's job id, or
+	// ErrNotFound when the job has none (yet).
+	GetWebhook(ctx context.Context, owner, id string) (Webhook, error)
+	// ClaimWebhooks takes up to limit pending webhooks due at now, counts
+	// an attempt for each and hides them from other claims for lease.
+	ClaimWebhooks(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookClaim, error)
+	// RecordWebhook stores the outcome of a claimed attempt. It reports
+	// false, changing nothing, when the claim is stale (the lease ran out
+	// and another attempt began) or the webhook is no longer pending.
+	RecordWebhook(ctx context.Context, jobID string, a WebhookAttempt) (bool, error)
+
 	// Ping checks that the store answers (for /readyz).
 	Ping(ctx context.Context) error
 	// Close releases the store.

@@ -243,8 +243,10 @@ func (s *SQLite) Finish(ctx context.Context, id string, opts FinishOptions) (boo
 		if err != nil {
 			return err
 		}
-		moved, err = changedOrExists(ctx, tx, res, id)
-		return err
+		if moved, err = changedOrExists(ctx, tx, res, id); err != nil || !moved {
+			return err
+		}
+		return addWebhook(ctx, tx, id)
 	})
 	if err != nil {
 		return false, fmt.Errorf("finish job %s as %s: %w", id, opts.State, err)
@@ -272,7 +274,11 @@ func (s *SQLite) Cancel(ctx context.Context, owner, id string) (Job, error) {
 		if err != nil {
 			return err
 		}
-		moved = n == 1
+		if moved = n == 1; moved {
+			if err := addWebhook(ctx, tx, id); err != nil {
+				return err
+			}
+		}
 		j, err = scanJob(tx.QueryRowContext(ctx,
 			"SELECT "+jobColumns+" FROM jobs WHERE id = ? AND owner = ?", id, owner))
 		return err

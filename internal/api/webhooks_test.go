@@ -1,0 +1,52 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/renderbox/renderbox"
+	"github.com/renderbox/renderbox/internal/api"
+	"github.com/renderbox/renderbox/internal/ledger"
+)
+
+// An operator who turns webhooks off gets callback_url refused with a
+// clear code, never silently ignored.
+func TestWebhooksOffRefusesCallbackURL(t *testing.T) {
+	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	secret, _, err := store.CreateKey(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer((&api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store}).Handler())
+	defer srv.Close()
+	call := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var p struct {
+			Code string `json:"code"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&p)
+		return resp.StatusCode, p.Code
+	}
+	if st, code := call("POST", "/v1/jobs", `{"renderer":"svg-png","input_base64":"PHN2Zy8+","callback_url":"https://hooks.example.com/"}`); st != 400 || code != "webhooks_disabled" {
+		t.Errorf("callback_url with webhooks off: %d %s, want 400 webhooks_disabled", st, code)
+	}
+	if st, code := call("GET", "/v1/webhook-secret", ""); st != 404 || code != "webhooks_disabled" {
+		t.Errorf("webhook secret with webhooks off: %d %s, want 404 webhooks_disabled", st, code)
+	}
+}
