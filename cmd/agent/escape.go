@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -151,6 +152,16 @@ func escapeAttempts() {
 			procs = append(procs, c.Process)
 		}
 		return fmt.Sprintf("started %d processes", len(procs)), nil
+	})
+	try("fill /tmp", func() (string, error) {
+		// Write until the tmpfs's size= cap refuses; the host compares
+		// the bytes with the limit. The files go again so the report
+		// itself still fits.
+		n, e := fillTmp(4 << 30)
+		if e == "" {
+			return fmt.Sprintf("wrote %d bytes", n), nil
+		}
+		return fmt.Sprintf("wrote %d bytes", n), errors.New(e)
 	})
 	_ = json.NewEncoder(os.Stdout).Encode(as)
 }

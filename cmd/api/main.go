@@ -44,6 +44,9 @@ type Config struct {
 	Retention time.Duration
 	// Limits: request body, queue depth, per-key rate, ?wait= bound.
 	Limits api.Limits
+	// Diagnostics accepts the diagnostic renderers (sandbox-probe) from
+	// any key. Default false.
+	Diagnostics bool
 	// Webhooks turns job webhooks on. Default true.
 	Webhooks bool
 	// WebhookSecretFile holds the master secret of webhook signatures,
@@ -76,6 +79,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Limits.RatePerSecond, "rate", 20, "submissions per second per key (429 past it)")
 	fs.IntVar(&c.Limits.Burst, "burst", 40, "submission burst per key")
 	fs.DurationVar(&c.Limits.MaxWait, "max-wait", 60*time.Second, "longest ?wait=")
+	fs.BoolVar(&c.Diagnostics, "diagnostics", false, "accept the diagnostic renderers (sandbox-probe: escape attempts run as a job)")
 	fs.BoolVar(&c.Webhooks, "webhooks", true, "send webhooks to jobs' callback_url")
 	fs.StringVar(&c.WebhookSecretFile, "webhook-secret-file", env("WEBHOOK_SECRET_FILE", ""), "master secret of webhook signatures (default: webhook.key next to -db; made if missing)")
 	fs.StringVar(&c.WebhookAllow, "webhook-allow", env("WEBHOOK_ALLOW", ""), "non-public ranges webhooks may reach, e.g. 10.0.0.0/8 (public addresses only by default)")
@@ -163,7 +167,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}
-	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, Webhooks: hooks}
+	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, Webhooks: hooks, Diagnostics: c.Diagnostics}
 	srv := &http.Server{Addr: c.Addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := s.RunEvents(ctx); err != nil {

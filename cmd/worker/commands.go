@@ -170,7 +170,7 @@ func cmdRender(ctx context.Context, args []string) error {
 	if name == "" || outDir == "" || len(rest) != 1 {
 		return errors.New("render: usage: worker render -renderer NAME INPUT -o OUTDIR")
 	}
-	r, err := render.Lookup(name)
+	r, err := render.LookupWithDiagnostics(name)
 	if err != nil {
 		return err
 	}

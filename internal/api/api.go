@@ -67,6 +67,9 @@ type Server struct {
 	Queue   *queue.Queue
 	Logger  *slog.Logger
 	Limits  Limits
+	// Diagnostics lets clients run the operators' diagnostic renderers
+	// (sandbox-probe). Off by default.
+	Diagnostics bool
 	// Webhooks configures job webhooks; the zero value refuses
 	// callback_url.
 	Webhooks Webhooks

@@ -214,7 +214,11 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rd, err := render.Lookup(sub.Renderer)
+	lookup := render.Lookup
+	if s.Diagnostics {
+		lookup = render.LookupWithDiagnostics
+	}
+	rd, err := lookup(sub.Renderer)
 	if err != nil {
 		renderProblem(w, err)
 		return

@@ -14,9 +14,9 @@ import (
 	"github.com/renderbox/renderbox/internal/ledger"
 )
 
-// An operator who turns webhooks off gets callback_url refused with a
-// clear code, never silently ignored.
-func TestWebhooksOffRefusesCallbackURL(t *testing.T) {
+// What an operator has not turned on is refused with a clear code, never
+// silently ignored: callback_url without webhooks, diagnostic renderers.
+func TestOffByDefaultIsRefused(t *testing.T) {
 	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -48,5 +48,9 @@ func TestWebhooksOffRefusesCallbackURL(t *testing.T) {
 	}
 	if st, code := call("GET", "/v1/webhook-secret", ""); st != 404 || code != "webhooks_disabled" {
 		t.Errorf("webhook secret with webhooks off: %d %s, want 404 webhooks_disabled", st, code)
+	}
+	// Diagnostic renderers are off by default too.
+	if st, code := call("POST", "/v1/jobs", `{"renderer":"sandbox-probe","input_base64":"cHJvYmUK"}`); st != 400 || code != "unknown_renderer" {
+		t.Errorf("sandbox-probe without -diagnostics: %d %s, want 400 unknown_renderer", st, code)
 	}
 }

@@ -259,6 +259,8 @@ func OutputType(name string) string {
 		return TypeSVG
 	case ".html":
 		return "text/html; charset=utf-8"
+	case ".json":
+		return TypeJSON
 	}
 	return TypeUnknown
 }

@@ -104,7 +104,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		}
 		return fmt.Errorf("reading the input: %w", err)
 	}
-	r, err := render.Lookup(p.Renderer)
+	r, err := render.LookupWithDiagnostics(p.Renderer)
 	if err != nil {
 		h.finish(ctx, log, p, "failed", "invalid_options", err.Error(), nil)
 		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
