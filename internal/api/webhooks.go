@@ -51,10 +51,6 @@ func (w Webhooks) withDefaults() Webhooks {
 	return w
 }
 
-// webhookLease is how long a claimed delivery is hidden from other
-// deliverers: longer than any attempt can take.
-const webhookLease = webhook.DefaultTimeout + time.Minute
-
 // webhookView is a job's webhook as the API shows it.
 type webhookView struct {
 	URL           string     `json:"url"`
@@ -117,13 +113,16 @@ func (s *Server) RunWebhooks(ctx context.Context) error {
 	}
 	tick := time.NewTicker(s.Webhooks.Poll)
 	defer tick.Stop()
+	// A claimed delivery is hidden from other deliverers for longer than
+	// any attempt can take.
+	lease := s.Webhooks.Sender.Timeout() + time.Minute
 	slots := make(chan struct{}, s.Webhooks.Parallel)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
 		free := cap(slots) - len(slots)
 		if free > 0 {
-			claims, err := s.Ledger.ClaimWebhooks(ctx, time.Now(), webhookLease, free)
+			claims, err := s.Ledger.ClaimWebhooks(ctx, time.Now(), lease, free)
 			if err != nil && ctx.Err() == nil {
 				s.Logger.Error("claiming webhooks", "err", err)
 			}

@@ -1,19 +1,30 @@
 package e2e
 
 // The hostile corpus, through the real API and worker: every case ends in
-// a terminal state with the right error code or a safe output, nothing
-// reaches the canaries on the host's loopback, the worker keeps serving,
-// and no sandbox, bundle or cgroup is left over (checked when the test
-// ends).
+// a terminal state with the right error code or a safe output (or is
+// refused at the door with the right code), nothing reaches the canaries on
+// the host's loopback, no output shows a local file or another job's input,
+// the worker keeps serving, and no sandbox, bundle or cgroup is left over
+// (checked when the test ends).
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/png"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"text/template"
+	"time"
 
+	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
@@ -25,10 +36,151 @@ type hostileCase struct {
 	input    []byte
 	options  map[string]any
 	limits   map[string]any
-	// Outcomes that are right for this case: a job state, or state:code.
+	// Right ends for an accepted job: a state, or state:code.
 	want []string
-	// noLeak, if set, must not appear in the text of a PDF output.
-	noLeak string
+	// Right refusals at the door, as status:code; none means the job
+	// must be accepted.
+	door []string
+	// noLeak strings must not appear in the text of a PDF output.
+	noLeak []string
+}
+
+// corpusEnv fills the templates in testdata/hostile.
+type corpusEnv struct {
+	Canaries []string // host:port of listeners on the host's loopback
+	StateDir string   // the worker's state dir, where other jobs' bundles live
+	Secret   string   // a marker in another tenant's job
+}
+
+// loadCorpus reads testdata/hostile/corpus.json and its files.
+func loadCorpus(t *testing.T, env corpusEnv) []hostileCase {
+	dir := filepath.Join("..", "..", "testdata", "hostile")
+	raw, err := os.ReadFile(filepath.Join(dir, "corpus.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var corpus struct {
+		Cases []struct {
+			File     string         `json:"file"`
+			Renderer string         `json:"renderer"`
+			Options  map[string]any `json:"options"`
+			Limits   map[string]any `json:"limits"`
+			Want     []string       `json:"want"`
+			NoLeak   []string       `json:"no_leak"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(raw, &corpus); err != nil {
+		t.Fatalf("corpus.json: %v", err)
+	}
+	expand := func(name, text string) string {
+		if !strings.Contains(text, "{{") {
+			return text
+		}
+		var b strings.Builder
+		if err := template.Must(template.New(name).Option("missingkey=error").Parse(text)).Execute(&b, env); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return b.String()
+	}
+	var cases []hostileCase
+	for _, c := range corpus.Cases {
+		data, err := os.ReadFile(filepath.Join(dir, c.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := hostileCase{name: c.File + " → " + c.Renderer, renderer: c.Renderer, input: []byte(expand(c.File, string(data))),
+			options: c.Options, limits: c.Limits, want: c.Want}
+		for _, s := range c.NoLeak {
+			hc.noLeak = append(hc.noLeak, expand(c.File, s))
+		}
+		cases = append(cases, hc)
+	}
+	return cases
+}
+
+// generatedCases are the corpus's cases too large to keep as files.
+func generatedCases() []hostileCase {
+	var graph bytes.Buffer
+	graph.WriteString("graph K {\n")
+	for i := 0; i < 300; i++ {
+		for j := i + 1; j < 300; j++ {
+			fmt.Fprintf(&graph, "n%d -- n%d;\n", i, j)
+		}
+	}
+	graph.WriteString("}\n")
+	// 7000×7000 zeros: 49 Mpx, under max_pixels, deflated to a few
+	// hundred kilobytes: the header passes, the decoder gets the bomb.
+	var bomb bytes.Buffer
+	_ = png.Encode(&bomb, image.NewGray(image.Rect(0, 0, 7000, 7000)))
+	return []hostileCase{
+		{name: "pdf with 3000 pages", renderer: "pdf-png", input: samples.PDF("many", 3000),
+			options: map[string]any{"dpi": 36}, limits: map[string]any{"max_pages": 3}, want: []string{"succeeded"}},
+		{name: "pdf with a 200-inch page", renderer: "pdf-png", input: samples.PDFPage(14400, 14400),
+			limits: map[string]any{"timeout_seconds": 20, "memory_bytes": 512 << 20},
+			// poppler may also refuse the size and draw nothing: a safe output.
+			want: []string{"failed:memory_limit", "failed:render_failed", "failed:timeout", "failed:output_limit", "succeeded"}},
+		{name: "complete graph on 300 nodes", renderer: "dot-svg", input: graph.Bytes(),
+			limits: map[string]any{"timeout_seconds": 5}, want: []string{"failed:timeout", "succeeded"}},
+		{name: fmt.Sprintf("png decompression bomb (%d bytes → 49 Mpx)", bomb.Len()), renderer: "image-thumbnail", input: bomb.Bytes(),
+			limits: map[string]any{"memory_bytes": 256 << 20, "timeout_seconds": 30},
+			want:   []string{"succeeded", "failed:memory_limit", "failed:timeout"}},
+	}
+}
+
+// damagedCases damage a valid file of every accepted type.
+// A damaged file may no longer look like its type (refused at the door);
+// once accepted it must end as a safe output or render_failed, never as
+// the sandbox's or the service's failure.
+func damagedCases(webp []byte) []hostileCase {
+	img := samples.Image(400, 300, 50, 50, 100)
+	// Each type is truncated, and corrupted too where that reaches the
+	// renderer differently. A truncated OOXML file has lost its ZIP
+	// directory and is refused at the door, so those are corrupted
+	// instead; ODF and RTF are only truncated, as each LibreOffice run
+	// costs ~15 s here and HTML has no structure to corrupt.
+	valid := []struct {
+		typ, renderer string
+		data          []byte
+		corrupt       bool
+	}{
+		{"pdf", "pdf-png", samples.PDF("damaged", 2), true},
+		{"svg", "svg-png", samples.SVG(200, 100, 20, 20, 40), true},
+		{"html", "html-png", samples.HTML("Damaged", "a page cut short"), false},
+		{"markdown", "markdown-html", samples.Markdown("Damaged"), true},
+		{"dot", "dot-svg", samples.DOT("a", "b", "c", "d"), true},
+		{"png", "image-thumbnail", samples.PNG(img), true},
+		{"jpeg", "image-thumbnail", samples.JPEG(img), true},
+		{"gif", "image-thumbnail", samples.GIF(img), true},
+		{"tiff", "image-thumbnail", samples.TIFF(img), true},
+		{"webp", "image-thumbnail", webp, true},
+		{"docx", "office-pdf", samples.DOCX("damaged", "document"), true},
+		{"xlsx", "office-pdf", samples.XLSX("damaged", "sheet"), true},
+		{"pptx", "office-pdf", samples.PPTX("damaged slides"), true},
+		{"odt", "office-pdf", samples.ODT("damaged", "text"), false},
+		{"ods", "office-pdf", samples.ODS("damaged", "sheet"), false},
+		{"odp", "office-pdf", samples.ODP("damaged slides"), false},
+		{"rtf", "office-pdf", samples.RTF("damaged rtf"), false},
+	}
+	door := []string{"400:unsupported_input", "400:invalid_input"}
+	var cases []hostileCase
+	for _, v := range valid {
+		want := []string{"succeeded", "failed:render_failed"}
+		if v.renderer == "office-pdf" {
+			want = append(want, "failed:timeout") // LibreOffice may keep trying to repair
+		}
+		truncated := v.data[:len(v.data)/2]
+		// Keep the head and the tail (a ZIP's directory) so the type is
+		// still recognised; wreck the middle.
+		corrupt := slices.Clone(v.data)
+		for i := len(corrupt) / 3; i < 2*len(corrupt)/3; i++ {
+			corrupt[i] ^= 0x5a
+		}
+		cases = append(cases, hostileCase{name: "truncated " + v.typ, renderer: v.renderer, input: truncated, want: want, door: door})
+		if v.corrupt {
+			cases = append(cases, hostileCase{name: "corrupt " + v.typ, renderer: v.renderer, input: corrupt, want: want, door: door})
+		}
+	}
+	return cases
 }
 
 func TestHostileCorpus(t *testing.T) {
@@ -38,7 +190,7 @@ func TestHostileCorpus(t *testing.T) {
 	extractor := testenv.Manager(t, sandbox.Config{})
 
 	var canaries []*sandbox.Canary
-	var addrs []string
+	env := corpusEnv{StateDir: s.workerSB.StateDir}
 	for _, a := range []string{"127.0.0.1:0", "127.0.0.2:0", "[::1]:0"} {
 		cn, err := sandbox.NewCanary(a)
 		if err != nil {
@@ -47,73 +199,25 @@ func TestHostileCorpus(t *testing.T) {
 		}
 		t.Cleanup(func() { cn.Close() })
 		canaries = append(canaries, cn)
-		addrs = append(addrs, cn.Addr())
+		env.Canaries = append(env.Canaries, cn.Addr())
 	}
-	var refs strings.Builder
-	for _, a := range addrs {
-		fmt.Fprintf(&refs, `<img src="http://%[1]s/img"><iframe src="http://%[1]s/frame"></iframe><link rel="stylesheet" href="http://%[1]s/css">
-<script>fetch("http://%[1]s/fetch").catch(()=>{}); new WebSocket("ws://%[1]s/ws");</script>`, a)
-	}
-	svgRefs := ""
-	for _, a := range addrs {
-		svgRefs += fmt.Sprintf(`<image href="http://%s/svg.png" width="10" height="10"/>`, a)
-	}
+	// Another tenant's job, running alongside, whose input the hostile
+	// pages try to read.
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	env.Secret = "SECRET" + hex.EncodeToString(b)
+	victimKey := s.key("victim")
+	_, victim := submitJSON(t, c, victimKey, "html-pdf", samples.HTML("Victim", env.Secret), nil, "", nil)
 
-	billionLaughs := []byte(`<?xml version="1.0"?>
-<!DOCTYPE svg [<!ENTITY a "lollollollollollollollollollol"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">
-<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;"><!ENTITY d "&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;">
-<!ENTITY e "&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;"><!ENTITY f "&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;">
-<!ENTITY g "&f;&f;&f;&f;&f;&f;&f;&f;&f;&f;"><!ENTITY h "&g;&g;&g;&g;&g;&g;&g;&g;&g;&g;">]>
-<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100"><text y="20">&h;</text></svg>`)
-	xxe := []byte(`<?xml version="1.0"?>
-<!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/passwd">]>
-<svg xmlns="http://www.w3.org/2000/svg" width="400" height="100"><text x="5" y="20">&x;</text></svg>`)
-	var graph bytes.Buffer
-	graph.WriteString("graph K {\n")
-	for i := 0; i < 300; i++ {
-		for j := i + 1; j < 300; j++ {
-			fmt.Fprintf(&graph, "n%d -- n%d;\n", i, j)
-		}
+	// A valid WebP, made by the sandboxed libvips: the stdlib has no encoder.
+	_, wj := submitJSON(t, c, key, "image-thumbnail", samples.PNG(samples.Image(300, 200, 10, 10, 50)), map[string]any{"format": "webp"}, "?wait=60", nil)
+	if wj.State != "succeeded" {
+		t.Fatalf("making a WebP: %s %+v", wj.State, wj.Error)
 	}
-	graph.WriteString("}\n")
-	pdf := samples.PDF("corrupt", 2)
+	webp := c.do("GET", wj.Outputs[0].URL, key, "", nil, nil).Body
 
-	cases := []hostileCase{
-		{name: "svg billion laughs", renderer: "svg-png", input: billionLaughs,
-			want: []string{"succeeded", "failed:render_failed", "failed:memory_limit", "failed:timeout"}},
-		{name: "svg external entity", renderer: "svg-pdf", input: xxe, noLeak: "root:",
-			want: []string{"succeeded", "failed:render_failed"}},
-		{name: "svg referencing the host", renderer: "svg-png", input: []byte(`<svg xmlns="http://www.w3.org/2000/svg" width="50" height="50">` + svgRefs + `</svg>`),
-			want: []string{"succeeded", "failed:render_failed"}},
-		{name: "html referencing the host", renderer: "html-pdf", input: []byte("<!DOCTYPE html><p>canary page</p>" + refs.String()),
-			want: []string{"succeeded"}},
-		{name: "html reading local files", renderer: "html-pdf", noLeak: "root:",
-			input: []byte(`<!DOCTYPE html><p>files</p><iframe src="file:///etc/shadow"></iframe><iframe src="file:///etc/passwd"></iframe>
-<iframe src="file:///tmp/in/"></iframe><iframe src="file:///run/"></iframe>
-<script>for (const u of ["file:///etc/passwd","file:///etc/shadow","/etc/passwd"]) { try { const x = new XMLHttpRequest(); x.open("GET", u, false); x.send(); document.body.append(x.responseText) } catch (e) {} }</script>`),
-			want: []string{"succeeded"}},
-		{name: "endless javascript", renderer: "html-pdf", input: []byte(`<!DOCTYPE html><script>for(;;){}</script>`),
-			limits: map[string]any{"timeout_seconds": 8}, want: []string{"failed:timeout"}},
-		{name: "javascript memory bomb", renderer: "html-pdf",
-			input:  []byte(`<!DOCTYPE html><script>const a=[]; for(;;){ a.push(new Array(1e6).fill(Math.random())) }</script>`),
-			limits: map[string]any{"timeout_seconds": 40, "memory_bytes": 768 << 20},
-			want:   []string{"failed:memory_limit", "failed:render_failed", "failed:timeout"}},
-		{name: "pdf with 3000 pages", renderer: "pdf-png", input: samples.PDF("many", 3000),
-			options: map[string]any{"dpi": 36}, limits: map[string]any{"max_pages": 3}, want: []string{"succeeded"}},
-		{name: "pdf with a 200-inch page", renderer: "pdf-png", input: samples.PDFPage(14400, 14400),
-			limits: map[string]any{"timeout_seconds": 20, "memory_bytes": 512 << 20},
-			// poppler may also refuse the size and draw nothing: a safe output.
-			want: []string{"failed:memory_limit", "failed:render_failed", "failed:timeout", "failed:output_limit", "succeeded"}},
-		{name: "complete graph on 300 nodes", renderer: "dot-svg", input: graph.Bytes(),
-			limits: map[string]any{"timeout_seconds": 5}, want: []string{"failed:timeout", "succeeded"}},
-		{name: "truncated pdf", renderer: "pdf-png", input: pdf[:len(pdf)/3], want: []string{"failed:render_failed", "succeeded"}},
-		{name: "truncated svg", renderer: "svg-png", input: samples.SVG(100, 100, 0, 0, 10)[:80], want: []string{"failed:render_failed"}},
-		// libvips draws what it could read: a safe output, or a failure.
-		{name: "truncated png", renderer: "image-thumbnail", input: pngOf(400, 400)[:200], want: []string{"failed:render_failed", "succeeded"}},
-		{name: "corrupt dot", renderer: "dot-png", input: []byte("digraph { a -> b -> ; ]]] }"), want: []string{"failed:render_failed"}},
-		{name: "corrupt docx", renderer: "office-pdf", input: corruptDOCX(), want: []string{"failed:render_failed", "succeeded"}},
-		{name: "invalid utf-8 markdown", renderer: "markdown-html", input: []byte("# ok\n broken utf-8 \xc3\x28 here\n"), want: []string{"succeeded", "failed:render_failed"}},
-	}
+	cases := append(loadCorpus(t, env), generatedCases()...)
+	cases = append(cases, damagedCases(webp)...)
 	ids := map[string]string{}
 	for _, tc := range cases {
 		body := map[string]any{"renderer": tc.renderer, "input_base64": base64.StdEncoding.EncodeToString(tc.input)}
@@ -123,41 +227,46 @@ func TestHostileCorpus(t *testing.T) {
 		if tc.limits != nil {
 			body["limits"] = tc.limits
 		}
-		b, _ := json.Marshal(body)
-		r := c.do("POST", "/v1/jobs", key, "application/json", b, nil)
-		if r.Status != 202 {
-			t.Errorf("%s: submit %d %s", tc.name, r.Status, tail(r.Body))
+		raw, _ := json.Marshal(body)
+		r := c.do("POST", "/v1/jobs", key, "application/json", raw, nil)
+		if r.Status == 202 {
+			var j jobJSON
+			r.json(t, &j)
+			ids[tc.name] = j.ID
 			continue
 		}
-		var j jobJSON
-		r.json(t, &j)
-		ids[tc.name] = j.ID
+		if got := fmt.Sprintf("%d:%s", r.Status, r.problemCode(t)); slices.Contains(tc.door, got) {
+			t.Logf("%-44s refused at the door: %s", tc.name, got)
+		} else {
+			t.Errorf("%s: submit %d %s, want 202 or one of %v", tc.name, r.Status, tail(r.Body), tc.door)
+		}
 	}
+	deadline := time.Now().Add(8 * time.Minute)
 	for _, tc := range cases {
 		id, ok := ids[tc.name]
 		if !ok {
 			continue
 		}
-		j := getJob(t, c, key, id, "?wait=60")
+		j := untilEnded(t, c, key, id, deadline)
 		got := j.State
 		if j.Error != nil {
 			got += ":" + j.Error.Code
 		}
-		ok = false
-		for _, w := range tc.want {
-			ok = ok || w == got
-		}
-		if !ok {
+		if !slices.Contains(tc.want, got) {
 			t.Errorf("%s: ended %s (%+v), want one of %v", tc.name, got, j.Error, tc.want)
 			continue
 		}
-		t.Logf("%-28s %s", tc.name, got)
-		if tc.noLeak != "" && j.State == "succeeded" {
+		t.Logf("%-44s %s", tc.name, got)
+		if len(tc.noLeak) > 0 && j.State == "succeeded" {
 			for _, o := range j.Outputs {
-				data := c.do("GET", o.URL, key, "", nil, nil).Body
-				if strings.HasSuffix(o.Name, ".pdf") {
-					if text := testenv.PDFText(t, extractor, data); strings.Contains(text, tc.noLeak) {
-						t.Errorf("%s: the output shows %q: %q", tc.name, tc.noLeak, text)
+				if !strings.HasSuffix(o.Name, ".pdf") {
+					t.Errorf("%s: output %s is not a PDF; its text cannot be checked", tc.name, o.Name)
+					continue
+				}
+				text := testenv.PDFText(t, extractor, c.do("GET", o.URL, key, "", nil, nil).Body)
+				for _, leak := range tc.noLeak {
+					if strings.Contains(text, leak) {
+						t.Errorf("%s: the output shows %q: %q", tc.name, leak, text)
 					}
 				}
 			}
@@ -171,25 +280,13 @@ func TestHostileCorpus(t *testing.T) {
 			t.Errorf("canary %s got %d connections from sandboxes", cn.Addr(), n)
 		}
 	}
-
-	// Refused at the door, before any sandbox.
-	for _, tc := range []struct {
-		name, renderer string
-		input          []byte
-		status         int
-		code           string
-	}{
-		{"zero bytes", "pdf-png", nil, 400, "unsupported_input"},
-		{"binary as markdown", "markdown-html", []byte("# ok\n\xff\xfe\x00\x01 binary"), 400, "unsupported_input"},
-		{"type mismatch", "pdf-png", samples.PNGHeader(10, 10), 400, "unsupported_input"},
-		{"png decompression bomb", "image-thumbnail", samples.PNGHeader(100000, 100000), 413, "input_too_large"},
-		{"oversized body", "svg-png", bytes.Repeat([]byte("<"), 7_000_000), 413, "input_too_large"},
-	} {
-		r, _ := submitJSON(t, c, key, tc.renderer, tc.input, nil, "", nil)
-		if r.Status != tc.status || r.problemCode(t) != tc.code {
-			t.Errorf("%s: %d %s, want %d %s", tc.name, r.Status, tail(r.Body), tc.status, tc.code)
-		}
+	// The secret was real: the victim's own output shows it.
+	if vj := untilEnded(t, c, victimKey, victim.ID, deadline); vj.State != "succeeded" ||
+		!strings.Contains(testenv.PDFText(t, extractor, c.do("GET", vj.Outputs[0].URL, victimKey, "", nil, nil).Body), env.Secret) {
+		t.Errorf("the victim job (%s) does not show its own secret", vj.State)
 	}
+
+	refusedAtTheDoor(t, c, key)
 
 	// The worker still serves.
 	_, j := submitJSON(t, c, key, "svg-png", samples.SVG(20, 20, 0, 0, 5), nil, "?wait=60", nil)
@@ -198,17 +295,47 @@ func TestHostileCorpus(t *testing.T) {
 	}
 }
 
-func corruptDOCX() []byte {
-	d := samples.DOCX("hello")
-	// Keep the ZIP directory (so it still sniffs as DOCX), wreck the data.
-	for i := 60; i < len(d)/2; i++ {
-		d[i] ^= 0x5a
+// refusedAtTheDoor: for every renderer, zero bytes, another type's bytes
+// and an input over its size limit are refused before any sandbox.
+func refusedAtTheDoor(t *testing.T, c *client, key string) {
+	type refusal struct {
+		name, renderer string
+		input          []byte
+		status         int
+		code           string
 	}
-	return d
+	cases := []refusal{
+		{"png bomb by its header (100000×100000)", "image-thumbnail", samples.PNGHeader(100000, 100000), 413, "input_too_large"},
+		{"binary as markdown", "markdown-html", []byte("# ok\n\xff\xfe\x00\x01 binary"), 400, "unsupported_input"},
+	}
+	for _, r := range render.All() {
+		other := samples.PDF("not yours", 1)
+		if slices.Contains(r.Inputs, render.TypePDF) {
+			other = samples.PNGHeader(10, 10)
+		}
+		// Past the renderer's limit, or past the body limit (8 MB of
+		// JSON) for the renderers that take more: 413 either way.
+		over := min(r.MaxInputBytes+1, 6_500_000)
+		cases = append(cases,
+			refusal{"zero bytes", r.Name, nil, 400, "unsupported_input"},
+			refusal{"another type", r.Name, other, 400, "unsupported_input"},
+			refusal{"oversized", r.Name, bytes.Repeat([]byte("A"), int(over)), 413, "input_too_large"})
+	}
+	for _, tc := range cases {
+		r, _ := submitJSON(t, c, key, tc.renderer, tc.input, nil, "", nil)
+		if r.Status != tc.status || r.problemCode(t) != tc.code {
+			t.Errorf("%s → %s: %d %s, want %d %s", tc.name, tc.renderer, r.Status, tail(r.Body), tc.status, tc.code)
+		}
+	}
 }
 
-func pngOf(w, h int) []byte {
-	var b bytes.Buffer
-	_ = pngEncode(&b, samples.Image(w, h, 0, 0, w/2))
-	return b.Bytes()
+// untilEnded polls a job until it ends or the deadline passes.
+func untilEnded(t *testing.T, c *client, key, id string, deadline time.Time) jobJSON {
+	t.Helper()
+	for {
+		j := getJob(t, c, key, id, "?wait=30")
+		if j.State == "succeeded" || j.State == "failed" || j.State == "canceled" || time.Now().After(deadline) {
+			return j
+		}
+	}
 }

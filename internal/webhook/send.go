@@ -28,6 +28,7 @@ type Sender struct {
 	policy   Policy
 	resolver Resolver
 	client   *http.Client
+	timeout  time.Duration
 }
 
 // DefaultTimeout bounds one delivery attempt: connecting, sending and
@@ -47,7 +48,7 @@ func NewSender(p Policy, r Resolver, timeout time.Duration) *Sender {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	s := &Sender{policy: p, resolver: r}
+	s := &Sender{policy: p, resolver: r, timeout: timeout}
 	tr := &http.Transport{
 		Proxy:                  nil, // a proxy would dial on our behalf, unchecked
 		DialContext:            s.dial,
@@ -67,6 +68,9 @@ func NewSender(p Policy, r Resolver, timeout time.Duration) *Sender {
 	}
 	return s
 }
+
+// Timeout is the bound on one attempt.
+func (s *Sender) Timeout() time.Duration { return s.timeout }
 
 // dial resolves the host once, keeps the addresses the policy allows and
 // connects to one of those very addresses. The socket is checked again just
