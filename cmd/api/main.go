@@ -161,7 +161,9 @@ func serve(ctx context.Context, args []string) error {
 		return fmt.Errorf("opening the ledger %s: %w", c.DB, err)
 	}
 	defer store.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: c.Redis})
+	// While Redis is away a request should hear 503 quickly rather than
+	// sit through go-redis's default five dial retries per command.
+	rdb := redis.NewClient(&redis.Options{Addr: c.Redis, DialTimeout: 2 * time.Second, DialerRetries: 1})
 	defer rdb.Close()
 	hooks, err := c.webhooks()
 	if err != nil {

@@ -20,13 +20,20 @@ import (
 	"github.com/renderbox/renderbox/internal/testenv"
 )
 
+// jobJSON is a job view as the tests read it.
 type jobJSON struct {
-	ID       string         `json:"id"`
-	State    string         `json:"state"`
-	Attempts int            `json:"attempts"`
-	Started  *time.Time     `json:"started_at"`
-	Options  map[string]any `json:"options"`
-	Error    *struct {
+	ID         string         `json:"id"`
+	Renderer   string         `json:"renderer"`
+	State      string         `json:"state"`
+	Attempts   int            `json:"attempts"`
+	Options    map[string]any `json:"options"`
+	CreatedAt  time.Time      `json:"created_at"`
+	StartedAt  *time.Time     `json:"started_at"`
+	FinishedAt *time.Time     `json:"finished_at"`
+	Input      struct {
+		SHA256 string `json:"sha256"`
+	} `json:"input"`
+	Error *struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
@@ -35,7 +42,12 @@ type jobJSON struct {
 		MediaType string `json:"media_type"`
 		URL       string `json:"url"`
 		Size      int64  `json:"size"`
+		SHA256    string `json:"sha256"`
 	} `json:"outputs"`
+}
+
+func (j jobJSON) terminal() bool {
+	return j.State == "succeeded" || j.State == "failed" || j.State == "canceled"
 }
 
 func submitJSON(t *testing.T, c *client, key, renderer string, input []byte, options any, query string, hdr map[string]string) (*response, jobJSON) {
@@ -279,7 +291,7 @@ func TestJobsEndToEnd(t *testing.T) {
 				t.Errorf("job %s = %s %+v, want canceled", id, j.State, j.Error)
 			}
 		}
-		if j := getJob(t, c, dave, queued.ID, ""); j.Attempts != 0 || j.Started != nil {
+		if j := getJob(t, c, dave, queued.ID, ""); j.Attempts != 0 || j.StartedAt != nil {
 			t.Errorf("the canceled queued job ran: %d attempts", j.Attempts)
 		}
 		if r := c.do("DELETE", "/v1/jobs/"+queued.ID, dave, "", nil, nil); r.Status != 409 {

@@ -120,6 +120,7 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 type stack struct {
 	t        *testing.T
 	redis    string
+	redisSrv *testenv.RedisServer // to stop and start Redis mid-test
 	db       string
 	base     string
 	api      *proc
@@ -132,12 +133,14 @@ type stackOpts struct {
 	apiArgs    []string
 	workerArgs []string
 	persist    bool
-	noWorker   bool // jobs stay queued
+	fsync      string // appendfsync when persist: "always" (default) or "everysec"
+	noWorker   bool   // jobs stay queued
 }
 
 func newStack(t *testing.T, o stackOpts) *stack {
 	t.Helper()
-	s := &stack{t: t, redis: testenv.Redis(t, o.persist), db: filepath.Join(t.TempDir(), "ledger.db")}
+	rs := testenv.StartRedis(t, testenv.RedisConfig{Persist: o.persist, Fsync: o.fsync})
+	s := &stack{t: t, redis: rs.Addr, redisSrv: rs, db: filepath.Join(t.TempDir(), "ledger.db")}
 	if !o.noWorker {
 		s.startWorker(o.workerArgs...)
 	}
@@ -240,9 +243,23 @@ func (r *response) problemCode(t *testing.T) string {
 
 func (c *client) do(method, path, key, contentType string, body []byte, header map[string]string) *response {
 	c.t.Helper()
-	req, err := http.NewRequest(method, c.base+path, bytes.NewReader(body))
+	r, err := c.try(nil, method, path, key, contentType, body, header)
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	return r
+}
+
+// try is do for goroutines other than the test's own, where t.Fatal must
+// not be called: a transport error is returned instead. The response is
+// still checked against openapi.yaml. hc nil means http.DefaultClient.
+func (c *client) try(hc *http.Client, method, path, key, contentType string, body []byte, header map[string]string) (*response, error) {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	req, err := http.NewRequest(method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -253,14 +270,17 @@ func (c *client) do(method, path, key, contentType string, body []byte, header m
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
-		c.t.Fatal(err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	data, _ := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: reading the body: %w", method, path, err)
+	}
 	c.validate(req, body, resp, data)
-	return &response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+	return &response{Status: resp.StatusCode, Header: resp.Header, Body: data}, nil
 }
 
 // validate checks a response against the contract: its route, status,

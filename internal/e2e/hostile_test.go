@@ -334,7 +334,7 @@ func untilEnded(t *testing.T, c *client, key, id string, deadline time.Time) job
 	t.Helper()
 	for {
 		j := getJob(t, c, key, id, "?wait=30")
-		if j.State == "succeeded" || j.State == "failed" || j.State == "canceled" || time.Now().After(deadline) {
+		if j.terminal() || time.Now().After(deadline) {
 			return j
 		}
 	}

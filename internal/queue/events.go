@@ -47,9 +47,8 @@ func (q *Queue) Publish(ctx context.Context, ev Event) error {
 // group: events another consumer of the group read but did not
 // acknowledge (it crashed) are picked up again. It returns when ctx ends.
 func (q *Queue) Consume(ctx context.Context, group, consumer string, apply func(context.Context, Event) error) error {
-	err := q.rdb.XGroupCreateMkStream(ctx, EventStream, group, "0").Err()
-	if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
-		return fmt.Errorf("creating event consumer group: %w", err)
+	if err := q.createGroup(ctx, group); err != nil {
+		return err
 	}
 	// First our own unacknowledged events (from before a restart), then new.
 	start := "0"
@@ -73,6 +72,13 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, apply func(
 			if ctx.Err() != nil {
 				return nil
 			}
+			// Redis lost the group (it restarted without its data, or failed
+			// over to a replica that never had it): every read would fail
+			// with NOGROUP from now on, and no result would reach the ledger.
+			if strings.HasPrefix(err.Error(), "NOGROUP") && q.createGroup(ctx, group) == nil {
+				start = "0"
+				continue
+			}
 			// Redis is down or restarting: retry without spinning.
 			select {
 			case <-ctx.Done():
@@ -88,6 +94,17 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, apply func(
 		if start == "0" && n == 0 {
 			start = ">"
 		}
+	}
+	return nil
+}
+
+// createGroup creates the consumer group (and the stream) unless it exists.
+// A new group starts at the stream's beginning, so events written before it
+// existed are applied too.
+func (q *Queue) createGroup(ctx context.Context, group string) error {
+	err := q.rdb.XGroupCreateMkStream(ctx, EventStream, group, "0").Err()
+	if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("creating event consumer group: %w", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -15,6 +16,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -156,6 +160,42 @@ func Canary(t testing.TB, addr string) *sandbox.Canary {
 // (no persistence unless persist) and returns its address.
 func Redis(t testing.TB, persist bool) string {
 	t.Helper()
+	return StartRedis(t, RedisConfig{Persist: persist}).Addr
+}
+
+// RedisConfig says how StartRedis runs redis-server.
+type RedisConfig struct {
+	// Persist turns the append-only file on.
+	Persist bool
+	// Fsync is appendfsync when Persist is on: "always" (the default: a
+	// write is on disk before Redis acknowledges it) or "everysec"
+	// (production's, see deploy/redis.conf: a write is handed to the
+	// kernel before it is acknowledged — unless a slow fsync makes Redis
+	// postpone it, for up to 2s — so a killed Redis loses next to
+	// nothing; a host crash loses up to a second or two).
+	Fsync string
+}
+
+// RedisServer is a private redis-server that a test can stop and start
+// again on the same port and data directory, to see what the rest of the
+// system makes of an outage and of what Redis kept.
+type RedisServer struct {
+	// Addr is host:port; it stays the same across restarts.
+	Addr string
+	// Dir is the data directory (the append-only file when persist is on).
+	Dir string
+
+	t    testing.TB
+	bin  string
+	args []string
+	mu   sync.Mutex
+	cmd  *exec.Cmd // nil while stopped
+}
+
+// StartRedis starts a private redis-server on a free loopback port and
+// stops it when the test ends.
+func StartRedis(t testing.TB, cfg RedisConfig) *RedisServer {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server is missing; install it with: apt-get install -y redis-server (or: make setup)")
@@ -166,28 +206,98 @@ func Redis(t testing.TB, persist bool) string {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	dir := t.TempDir()
-	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
+	r := &RedisServer{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: t.TempDir(), t: t, bin: bin}
+	r.args = []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", r.Dir, "--save", "",
 		"--maxmemory-policy", "noeviction", "--protected-mode", "yes", "--appendonly", "no"}
-	if persist {
-		args = append(args[:len(args)-1], "yes", "--appendfsync", "always")
+	if cfg.Persist {
+		if cfg.Fsync == "" {
+			cfg.Fsync = "always"
+		}
+		r.args = append(r.args[:len(r.args)-1], "yes", "--appendfsync", cfg.Fsync)
 	}
-	cmd := exec.Command(bin, args...)
+	t.Cleanup(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.cmd != nil {
+			_ = r.cmd.Process.Kill()
+			_ = r.cmd.Wait()
+			r.cmd = nil
+		}
+	})
+	r.Start()
+	return r
+}
+
+// Start starts the server (again) on its port and data directory and
+// returns once it answers PING, i.e. has loaded what it persisted.
+func (r *RedisServer) Start() {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil {
+		r.t.Fatalf("redis-server on %s is already running", r.Addr)
+	}
+	cmd := exec.Command(r.bin, r.args...)
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		r.t.Fatalf("starting redis-server: %v", err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	r.cmd = cmd
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr
+		if pong(r.Addr) {
+			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("redis-server did not listen on %s", addr)
-	return ""
+	r.t.Fatalf("redis-server did not answer PING on %s within 10s", r.Addr)
+}
+
+// Stop shuts the server down cleanly (SIGTERM: Redis flushes its
+// append-only file and exits 0) and waits for it to exit.
+func (r *RedisServer) Stop() { r.stop(syscall.SIGTERM) }
+
+// Kill kills the server with SIGKILL: no shutdown, no final flush.
+func (r *RedisServer) Kill() { r.stop(syscall.SIGKILL) }
+
+func (r *RedisServer) stop(sig syscall.Signal) {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		r.t.Fatalf("redis-server on %s is not running", r.Addr)
+	}
+	cmd := r.cmd
+	r.cmd = nil
+	if err := cmd.Process.Signal(sig); err != nil {
+		r.t.Fatalf("signalling redis-server: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if sig == syscall.SIGTERM && err != nil {
+			r.t.Fatalf("redis-server did not shut down cleanly on SIGTERM: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		r.t.Fatalf("redis-server did not exit within 15s of %v", sig)
+	}
+}
+
+// pong reports whether the Redis at addr answers PING (not, say, LOADING).
+func pong(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && strings.HasPrefix(line, "+PONG")
 }
 
 // Tool runs a poppler tool (pdftotext, pdfinfo, …) on a PDF inside a

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,33 +88,43 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	defer h.track(p.JobID, cancel)()
 
 	// A job canceled while queued never runs, even if its task survived.
-	if c, err := h.Queue.Canceled(ctx, p.JobID); err != nil {
-		return fmt.Errorf("checking the cancel marker: %w", err)
-	} else if c {
-		h.finish(ctx, log, p, "canceled", "canceled", "the job was canceled before it ran", nil)
-		return fmt.Errorf("job canceled: %w", asynq.SkipRetry)
+	var canceled bool
+	if err := h.withRedis(ctx, log, "checking the cancel marker", func(c context.Context) (err error) {
+		canceled, err = h.Queue.Canceled(c, p.JobID)
+		return err
+	}); err != nil {
+		return err
 	}
-	if err := h.Queue.Publish(ctx, queue.Event{JobID: p.JobID, State: "running", At: time.Now(), Worker: h.Name}); err != nil {
-		return fmt.Errorf("reporting the job running: %w", err)
+	if canceled {
+		return h.end(ctx, log, p, "canceled", "canceled", "the job was canceled before it ran")
 	}
-	input, err := h.Queue.GetBlob(ctx, queue.InputKey(p.JobID))
-	if err != nil {
+	if err := h.withRedis(ctx, log, "reporting the job running", func(c context.Context) error {
+		return h.Queue.Publish(c, queue.Event{JobID: p.JobID, State: "running", At: time.Now(), Worker: h.Name})
+	}); err != nil {
+		return err
+	}
+	var input []byte
+	var noInput bool
+	if err := h.withRedis(ctx, log, "reading the input", func(c context.Context) (err error) {
+		input, err = h.Queue.GetBlob(c, queue.InputKey(p.JobID))
 		if errors.Is(err, queue.ErrNoBlob) {
-			h.finish(ctx, log, p, "failed", "internal", "the job's input expired before it ran", nil)
-			return fmt.Errorf("input missing: %w", asynq.SkipRetry)
+			noInput, err = true, nil // an answer, not an outage
 		}
-		return fmt.Errorf("reading the input: %w", err)
+		return err
+	}); err != nil {
+		return err
+	}
+	if noInput {
+		return h.end(ctx, log, p, "failed", "internal", "the job's input expired before it ran")
 	}
 	r, err := render.LookupWithDiagnostics(p.Renderer)
 	if err != nil {
-		h.finish(ctx, log, p, "failed", "invalid_options", err.Error(), nil)
-		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+		return h.end(ctx, log, p, "failed", "invalid_options", err.Error())
 	}
 	// Validated again here: the worker trusts nothing it reads from Redis.
 	plan, err := r.PrepareJSON(input, p.Options, p.Limits)
 	if err != nil {
-		h.finish(ctx, log, p, "failed", ErrorCode(err), err.Error(), nil)
-		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+		return h.end(ctx, log, p, "failed", ErrorCode(err), err.Error())
 	}
 	plan.Job.Input = bytes.NewReader(input)
 	start := time.Now()
@@ -124,20 +135,18 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	h.Metrics.observe(p.Renderer, outcome, res)
 	log = log.With("sandbox_id", res.SandboxID, "outcome", outcome, "seconds", time.Since(start).Seconds())
 
-	// Report on a context that survives the job's.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer rcancel()
 	switch {
 	case runErr == nil:
-		outs, err := h.storeOutputs(rctx, p.JobID, r, res)
-		if err != nil {
-			return fmt.Errorf("storing outputs: %w", err)
+		var outs []queue.Output
+		if err := h.withRedis(ctx, log, "storing the outputs", func(c context.Context) (err error) {
+			outs, err = h.storeOutputs(c, p.JobID, r, res)
+			return err
+		}); err != nil {
+			return err
 		}
-		h.finish(rctx, log, p, "succeeded", "", "", outs)
-		return nil
+		return h.finish(ctx, log, p, "succeeded", "", "", outs)
 	case outcome == sandbox.Canceled && errors.Is(context.Cause(ctx), ErrCanceledByUser):
-		h.finish(rctx, log, p, "canceled", "canceled", "the job was canceled while it ran", nil)
-		return fmt.Errorf("job canceled: %w", asynq.SkipRetry)
+		return h.end(ctx, log, p, "canceled", "canceled", "the job was canceled while it ran")
 	case outcome == sandbox.Canceled:
 		// The worker is shutting down: asynq requeues the task, and this
 		// interruption does not count as one of its retries.
@@ -155,8 +164,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 				msg += "\n" + tail(se.Stderr, 2048)
 			}
 		}
-		h.finish(rctx, log, p, "failed", string(outcome), msg, nil)
-		return fmt.Errorf("%v: %w", runErr, asynq.SkipRetry)
+		return h.end(ctx, log, p, "failed", string(outcome), msg)
 	}
 }
 
@@ -186,15 +194,38 @@ func (h *Handler) storeOutputs(ctx context.Context, job string, r *render.Render
 	return outs, nil
 }
 
-// finish publishes a job's terminal event. If Redis refuses, the task's
-// error makes asynq retry and the next attempt reports again.
-func (h *Handler) finish(ctx context.Context, log *slog.Logger, p queue.Payload, state, code, msg string, outs []queue.Output) {
+// finish publishes a job's terminal event, waiting out a Redis outage
+// while the attempt lives (see withRedis). If it still cannot, it returns
+// the error and the task is retried, so that a later attempt reports: a
+// terminal state that never reaches the ledger leaves the job "running"
+// forever.
+func (h *Handler) finish(ctx context.Context, log *slog.Logger, p queue.Payload, state, code, msg string, outs []queue.Output) error {
 	ev := queue.Event{JobID: p.JobID, State: state, ErrorCode: code, ErrorMessage: msg, Outputs: outs, At: time.Now(), Worker: h.Name}
-	if err := h.Queue.Publish(ctx, ev); err != nil {
-		log.Error("reporting the job's result", "err", err)
-		return
+	if err := h.withRedis(ctx, log, "reporting the job's result", func(c context.Context) error {
+		return h.Queue.Publish(c, ev)
+	}); err != nil {
+		log.Error("reporting the job's result", "state", state, "err", err)
+		return err
 	}
 	log.Info("job finished", "state", state, "error_code", code)
+	return nil
+}
+
+// end finishes a job whose outcome no retry can change (bad input, a
+// cancel, a deterministic render failure) and tells asynq not to retry it —
+// unless the result could not be reported, when a retry is what reports it.
+func (h *Handler) end(ctx context.Context, log *slog.Logger, p queue.Payload, state, code, msg string) error {
+	if err := h.finish(ctx, log, p, state, code, msg, nil); err != nil {
+		return err
+	}
+	return fmt.Errorf("job %s %s (%s): %w", state, code, firstLine(msg), asynq.SkipRetry)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // ErrorCode maps a catalogue error to the API's error code.
