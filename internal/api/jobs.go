@@ -64,14 +64,7 @@ func view(j ledger.Job) jobView {
 	if len(v.Options) == 0 {
 		v.Options = json.RawMessage("{}")
 	}
-	if !j.StartedAt.IsZero() {
-		t := j.StartedAt.UTC()
-		v.StartedAt = &t
-	}
-	if !j.FinishedAt.IsZero() {
-		t := j.FinishedAt.UTC()
-		v.FinishedAt = &t
-	}
+	v.StartedAt, v.FinishedAt = utcOrNil(j.StartedAt), utcOrNil(j.FinishedAt)
 	if j.ErrorCode != "" {
 		v.Error = &errorView{Code: j.ErrorCode, Message: j.ErrorMessage}
 	}
@@ -82,6 +75,15 @@ func view(j ledger.Job) jobView {
 		})
 	}
 	return v
+}
+
+// utcOrNil is t in UTC, or nil for the zero time (a field left out).
+func utcOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }
 
 // submission is a parsed POST /v1/jobs.

@@ -71,14 +71,7 @@ func (s *Server) withWebhook(ctx context.Context, v jobView, j ledger.Job) jobVi
 	wv := &webhookView{URL: j.CallbackURL, State: "waiting"}
 	if w, err := s.Ledger.GetWebhook(ctx, j.Owner, j.ID); err == nil {
 		wv.State, wv.Attempts, wv.LastStatus, wv.LastError = string(w.State), w.Attempts, w.LastStatus, w.LastError
-		if !w.NextAt.IsZero() {
-			t := w.NextAt.UTC()
-			wv.NextAttemptAt = &t
-		}
-		if !w.FinishedAt.IsZero() {
-			t := w.FinishedAt.UTC()
-			wv.FinishedAt = &t
-		}
+		wv.NextAttemptAt, wv.FinishedAt = utcOrNil(w.NextAt), utcOrNil(w.FinishedAt)
 	}
 	v.Webhook = wv
 	return v

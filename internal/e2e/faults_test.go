@@ -64,7 +64,7 @@ func redisOutage(t *testing.T, fsync string, stop func(*testenv.RedisServer)) {
 	}
 	ids := []string{slow.ID}
 	waitFor(t, "the slow job to run in a sandbox", 60*time.Second, func() bool {
-		return getDetail(t, c, key, slow.ID).State == "running" && runscList(t, s.workerSB) == 1
+		return getJob(t, c, key, slow.ID, "").State == "running" && runscList(t, s.workerSB) == 1
 	})
 	var queued []string
 	for i := 0; i < 2; i++ {
@@ -73,7 +73,7 @@ func redisOutage(t *testing.T, fsync string, stop func(*testenv.RedisServer)) {
 			submitOK(t, c, key, "dot-svg", samples.DOT("queued", fmt.Sprint(i))))
 	}
 	for _, id := range queued {
-		if st := getDetail(t, c, key, id).State; st != "queued" {
+		if st := getJob(t, c, key, id, "").State; st != "queued" {
 			t.Fatalf("job %s is %s before the outage, want queued behind the slow job", id, st)
 		}
 	}
@@ -166,7 +166,7 @@ func checkRedisDown(t *testing.T, s *stack, key string, ids []string) {
 		t.Errorf("/healthz with Redis down: %d, want 200 (the process is alive; only readiness depends on Redis)", r.Status)
 	}
 	for _, id := range ids {
-		if j := getDetail(t, c, key, id); j.ID != id || j.terminal() {
+		if j := getJob(t, c, key, id, ""); j.ID != id || j.terminal() {
 			t.Errorf("GET job %s with Redis down: %+v, want it from the ledger, not yet ended", id, j)
 		}
 	}
@@ -242,17 +242,6 @@ func submitOK(t *testing.T, c *client, key, renderer string, input []byte) strin
 		t.Fatalf("submitting %s: %d %s, want 202", renderer, r.Status, tail(r.Body))
 	}
 	return j.ID
-}
-
-func getDetail(t *testing.T, c *client, key, id string) jobJSON {
-	t.Helper()
-	r := c.do("GET", "/v1/jobs/"+id, key, "", nil, nil)
-	if r.Status != 200 {
-		t.Fatalf("GET job %s: %d %s", id, r.Status, tail(r.Body))
-	}
-	var j jobJSON
-	r.json(t, &j)
-	return j
 }
 
 // waitEnded long-polls job id until it ends or d passes.

@@ -247,7 +247,7 @@ func TestHostileCorpus(t *testing.T) {
 		if !ok {
 			continue
 		}
-		j := untilEnded(t, c, key, id, deadline)
+		j := waitEnded(t, c, key, id, time.Until(deadline))
 		got := j.State
 		if j.Error != nil {
 			got += ":" + j.Error.Code
@@ -281,7 +281,7 @@ func TestHostileCorpus(t *testing.T) {
 		}
 	}
 	// The secret was real: the victim's own output shows it.
-	if vj := untilEnded(t, c, victimKey, victim.ID, deadline); vj.State != "succeeded" ||
+	if vj := waitEnded(t, c, victimKey, victim.ID, time.Until(deadline)); vj.State != "succeeded" ||
 		!strings.Contains(testenv.PDFText(t, extractor, c.do("GET", vj.Outputs[0].URL, victimKey, "", nil, nil).Body), env.Secret) {
 		t.Errorf("the victim job (%s) does not show its own secret", vj.State)
 	}
@@ -325,17 +325,6 @@ func refusedAtTheDoor(t *testing.T, c *client, key string) {
 		r, _ := submitJSON(t, c, key, tc.renderer, tc.input, nil, "", nil)
 		if r.Status != tc.status || r.problemCode(t) != tc.code {
 			t.Errorf("%s → %s: %d %s, want %d %s", tc.name, tc.renderer, r.Status, tail(r.Body), tc.status, tc.code)
-		}
-	}
-}
-
-// untilEnded polls a job until it ends or the deadline passes.
-func untilEnded(t *testing.T, c *client, key, id string, deadline time.Time) jobJSON {
-	t.Helper()
-	for {
-		j := getJob(t, c, key, id, "?wait=30")
-		if j.terminal() || time.Now().After(deadline) {
-			return j
 		}
 	}
 }

@@ -21,7 +21,7 @@ func addWebhook(ctx context.Context, tx *sql.Tx, id string) error {
 
 const webhookColumns = `w.job_id, w.url, w.state, w.attempts, w.next_at, w.last_status, w.last_error, w.finished_at`
 
-func scanWebhook(row scanner, extra ...any) (Webhook, error) {
+func scanWebhook(row scanner) (Webhook, error) {
 	var (
 		w        Webhook
 		state    string
@@ -29,8 +29,7 @@ func scanWebhook(row scanner, extra ...any) (Webhook, error) {
 		status   sql.NullInt64
 		finished sql.NullInt64
 	)
-	dest := append([]any{&w.JobID, &w.URL, &state, &w.Attempts, &next, &status, &w.LastError, &finished}, extra...)
-	if err := row.Scan(dest...); err != nil {
+	if err := row.Scan(&w.JobID, &w.URL, &state, &w.Attempts, &next, &status, &w.LastError, &finished); err != nil {
 		return Webhook{}, err
 	}
 	w.State = WebhookState(state)
@@ -81,7 +80,6 @@ func (s *SQLite) ClaimWebhooks(ctx context.Context, at time.Time, lease time.Dur
 			return err
 		}
 		for _, id := range ids {
-			var c WebhookClaim
 			w, err := scanWebhook(tx.QueryRowContext(ctx, "SELECT "+webhookColumns+" FROM webhooks w WHERE w.job_id = ?", id))
 			if err != nil {
 				return err
@@ -90,8 +88,7 @@ func (s *SQLite) ClaimWebhooks(ctx context.Context, at time.Time, lease time.Dur
 			if err != nil {
 				return err
 			}
-			c.Webhook, c.Job = w, j
-			claims = append(claims, c)
+			claims = append(claims, WebhookClaim{Webhook: w, Job: j})
 		}
 		return nil
 	})

@@ -104,17 +104,7 @@ func ODT(paragraphs ...string) []byte {
 	for _, p := range paragraphs {
 		fmt.Fprintf(&body, `<text:p>%s</text:p>`, escape(p))
 	}
-	return zipOf([][2]string{
-		{"mimetype", "application/vnd.oasis.opendocument.text"},
-		{"META-INF/manifest.xml", `<?xml version="1.0" encoding="UTF-8"?>
-<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.2">
-<manifest:file-entry manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.text"/>
-<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/>
-</manifest:manifest>`},
-		{"content.xml", `<?xml version="1.0" encoding="UTF-8"?>
-<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2">
-<office:body><office:text>` + body.String() + `</office:text></office:body></office:document-content>`},
-	}, true)
+	return odf("application/vnd.oasis.opendocument.text", `<office:text>`+body.String()+`</office:text>`)
 }
 
 // Image returns a w×h image, white with a red square of side s at (x, y).
