@@ -200,17 +200,21 @@ func TestWebhooks(t *testing.T) {
 	t.Run("non-public addresses are never dialed", func(t *testing.T) {
 		_, port, _ := net.SplitHostPort(canary.Addr())
 		for _, u := range []string{"http://127.0.0.1:" + port + "/", "http://[::1]:" + port + "/", "http://169.254.169.254/latest/meta-data/",
-			"http://10.0.0.1/", "http://[::ffff:127.0.0.1]:" + port + "/", "http://user:pw@127.0.0.2/", "file:///etc/passwd", "gopher://127.0.0.2/"} {
+			"http://10.0.0.1/", "http://[::ffff:127.0.0.1]:" + port + "/", "http://user:pw@127.0.0.2/", "file:///etc/passwd", "gopher://127.0.0.2/",
+			"http://[::127.0.0.1]:" + port + "/", "http://[fec0::1]/", "http://[64:ff9b:1::a00:1]/", "http://192.88.99.1/"} {
 			r, _ := submitWithCallback(t, c, alice, "svg-png", samples.SVG(10, 10, 0, 0, 2), u)
 			if r.Status != 400 || r.problemCode(t) != "invalid_callback_url" {
 				t.Errorf("callback_url %s: %d %s, want 400 invalid_callback_url", u, r.Status, tail(r.Body))
 			}
 		}
-		// A name is checked where it resolves: localhost is loopback.
+		// A name is checked where it resolves: localhost is loopback. The
+		// error says so in general words, naming neither the address the
+		// API's resolver answered nor the resolver.
 		_, j := submitWithCallback(t, c, alice, "svg-png", samples.SVG(10, 10, 0, 0, 2), "http://localhost:"+port+"/hook")
 		w := webhookOf(t, c, alice, j.ID)
-		if w.State != "failed" || w.Attempts != 1 || !strings.Contains(w.LastError, "loopback") {
-			t.Errorf("webhook to localhost = %+v, want failed at once, naming loopback", w)
+		if w.State != "failed" || w.Attempts != 1 || !strings.Contains(w.LastError, "address not allowed") ||
+			strings.Contains(w.LastError, "127.0.0.1") || strings.Contains(w.LastError, "loopback") {
+			t.Errorf("webhook to localhost = %+v, want failed at once with \"address not allowed\" and no address", w)
 		}
 		// A redirect to the canary is not followed.
 		rcv.mu.Lock()

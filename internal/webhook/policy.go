@@ -32,16 +32,20 @@ var nonPublic = mustPrefixes(
 	"100.64.0.0/10",   // carrier-grade NAT, shared address space
 	"192.0.0.0/24",    // IETF protocol assignments
 	"192.0.2.0/24",    // TEST-NET-1
+	"192.88.99.0/24",  // 6to4 relay anycast (deprecated, RFC 7526)
 	"198.18.0.0/15",   // benchmarking
 	"198.51.100.0/24", // TEST-NET-2
 	"203.0.113.0/24",  // TEST-NET-3
 	"240.0.0.0/4",     // reserved, and 255.255.255.255
+	"::/96",           // IPv4-compatible (deprecated): ::127.0.0.1 reaches the IPv4 loopback on some stacks
+	"::ffff:0:0/96",   // IPv4-mapped, written as IPv6 to slip past IPv4 checks
 	"64:ff9b::/96",    // NAT64: reaches an IPv4 address of the translator's choosing
 	"64:ff9b:1::/48",  // local-use NAT64
 	"100::/64",        // discard-only
 	"2001::/23",       // IETF protocol assignments (Teredo, ORCHID, ...)
 	"2001:db8::/32",   // documentation
 	"2002::/16",       // 6to4: embeds an IPv4 address
+	"fec0::/10",       // site-local (deprecated, RFC 3879): private in practice
 )
 
 func mustPrefixes(ss ...string) []netip.Prefix {
@@ -82,11 +86,15 @@ func ParseAllow(s string) ([]netip.Prefix, error) {
 }
 
 // Check reports whether a webhook may connect to a: nil for a public
-// address or one in Allow, an error wrapping ErrRefused otherwise.
+// address or one in Allow, an error wrapping ErrRefused otherwise. An
+// IPv4-mapped address (::ffff:a.b.c.d) is allowed only when the operator
+// allows its IPv4 address: written that way it is a client's attempt to
+// dodge the IPv4 rules. (The dialer unmaps what the resolver returns
+// before checking, since Go reports IPv4 answers in that form.)
 func (p Policy) Check(a netip.Addr) error {
-	a = a.Unmap().WithZone("")
+	a = a.WithZone("")
 	for _, pr := range p.Allow {
-		if pr.Contains(a) {
+		if pr.Contains(a.Unmap()) {
 			return nil
 		}
 	}

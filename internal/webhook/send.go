@@ -75,6 +75,11 @@ func (s *Sender) Timeout() time.Duration { return s.timeout }
 // dial resolves the host once, keeps the addresses the policy allows and
 // connects to one of those very addresses. The socket is checked again just
 // before it connects, so no path reaches a refused address.
+//
+// Its errors end up in the job's webhook.last_error, which the client
+// reads: they say what went wrong in general words and never name an
+// address the name resolved to, nor the resolver's answer or address, so
+// a tenant cannot map the API host's internal names through them.
 func (s *Sender) dial(ctx context.Context, network, hostport string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
@@ -82,41 +87,66 @@ func (s *Sender) dial(ctx context.Context, network, hostport string) (net.Conn, 
 	}
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(host); err == nil {
-		addrs = []netip.Addr{a}
-	} else if addrs, err = s.resolver.LookupNetIP(ctx, "ip", host); err != nil {
-		return nil, fmt.Errorf("resolving %s: %w", host, err)
+		addrs = []netip.Addr{a} // the client's own literal, checked as written
+	} else {
+		found, err := s.resolver.LookupNetIP(ctx, "ip", host)
+		if err != nil || len(found) == 0 {
+			return nil, fmt.Errorf("%s: %w", host, errNoName)
+		}
+		for _, a := range found {
+			addrs = append(addrs, a.Unmap()) // Go reports IPv4 answers as ::ffff:a.b.c.d
+		}
 	}
 	d := net.Dialer{Control: func(_, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
-			return fmt.Errorf("dialing %q: %w", address, ErrRefused)
+			return ErrRefused
 		}
 		return s.policy.Check(ap.Addr())
 	}}
-	var refused, failed []error
+	var failed error
 	for _, a := range addrs {
-		if err := s.policy.Check(a); err != nil {
-			refused = append(refused, err)
+		if s.policy.Check(a) != nil {
 			continue
 		}
-		c, err := d.DialContext(ctx, network, net.JoinHostPort(a.Unmap().String(), port))
+		c, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
 		if err == nil {
 			return c, nil
 		}
-		failed = append(failed, err)
-	}
-	switch {
-	case len(failed) > 0:
-		// Not wrapping ErrRefused: an allowed address may answer next time.
-		if len(refused) > 0 {
-			return nil, fmt.Errorf("connecting to %s: %w (refused: %v)", host, errors.Join(failed...), errors.Join(refused...))
+		if !errors.Is(err, ErrRefused) && failed == nil {
+			failed = err
 		}
-		return nil, fmt.Errorf("connecting to %s: %w", host, errors.Join(failed...))
-	case len(refused) > 0:
-		// Wraps ErrRefused: no address of host may be dialed.
-		return nil, fmt.Errorf("%s: %w", host, errors.Join(refused...))
 	}
-	return nil, fmt.Errorf("%s has no addresses", host)
+	if failed != nil {
+		// Not wrapping ErrRefused: an allowed address may answer next time.
+		return nil, fmt.Errorf("connecting to %s: %s", host, connectFailure(failed))
+	}
+	// Wraps ErrRefused: no address of host may be dialed.
+	return nil, fmt.Errorf("%s: %w", host, errNotAllowed)
+}
+
+var (
+	errNoName     = errors.New("name did not resolve")
+	errNotAllowed = fmt.Errorf("address %w", ErrRefused)
+)
+
+// connectFailure says why a connection failed without the address it went
+// to (a *net.OpError names it).
+func connectFailure(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "no route to the receiver"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "connection failed"
 }
 
 // Message is one webhook.

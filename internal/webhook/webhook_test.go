@@ -27,12 +27,15 @@ func TestPolicyRefusesEverythingButPublic(t *testing.T) {
 		"198.18.0.1", "224.0.0.1", "239.1.1.1", "255.255.255.255", "240.0.0.1", "ff02::1",
 		"::ffff:127.0.0.1", "::ffff:10.0.0.1", "64:ff9b::7f00:1", "2002:7f00:1::", "2001:db8::1",
 		"2001::1", "192.0.2.1", "fe80::1%eth0",
+		// IPv4-compatible, IPv4-mapped (even of a public address),
+		// site-local, local-use NAT64 and the 6to4 relay anycast.
+		"::127.0.0.1", "::8.8.8.8", "::ffff:8.8.8.8", "fec0::1", "feff::1", "64:ff9b:1::a00:1", "192.88.99.1",
 	} {
 		if err := p.Check(netip.MustParseAddr(a)); !errors.Is(err, ErrRefused) {
 			t.Errorf("%s: %v, want refused", a, err)
 		}
 	}
-	for _, a := range []string{"8.8.8.8", "1.1.1.1", "151.101.1.69", "2606:4700:4700::1111", "2a00:1450:4001::1", "::ffff:8.8.8.8"} {
+	for _, a := range []string{"8.8.8.8", "1.1.1.1", "151.101.1.69", "2606:4700:4700::1111", "2a00:1450:4001::1", "192.88.100.1", "fe00::1"} {
 		if err := p.Check(netip.MustParseAddr(a)); err != nil {
 			t.Errorf("%s: %v, want allowed", a, err)
 		}
@@ -75,6 +78,10 @@ func TestCheckURL(t *testing.T) {
 		"http://[::1]/":                                      "loopback",
 		"http://169.254.169.254/latest/":                     "link-local",
 		"http://[::ffff:10.0.0.1]/":                          "private",
+		"http://[::127.0.0.1]/":                              "special-purpose",
+		"http://[fec0::1]/":                                  "special-purpose",
+		"http://[::ffff:8.8.8.8]/":                           "special-purpose",
+		"http://192.88.99.7/":                                "special-purpose",
 		"https://example.com:0/":                             "port 0",
 		"https://e.com/" + strings.Repeat("a", MaxURLLength): "longer",
 		"gopher://x":                                         "http or https",
@@ -203,8 +210,8 @@ func TestSendRefusesLoopbackByDefault(t *testing.T) {
 	s := NewSender(Policy{}, nil, 2*time.Second)
 	for _, u := range []string{"http://" + canary.Addr() + "/", "http://localhost:" + port(canary.Addr()) + "/"} {
 		r := s.Send(context.Background(), message(u), time.Now())
-		if r.Delivered() || !r.Permanent() || !strings.Contains(r.Err.Error(), "loopback") {
-			t.Errorf("%s: %+v, want a permanent refusal naming loopback", u, r)
+		if r.Delivered() || !r.Permanent() || !strings.Contains(r.Err.Error(), "address not allowed") {
+			t.Errorf("%s: %+v, want a permanent refusal: address not allowed", u, r)
 		}
 	}
 	if n := canary.Hits(); n != 0 {
@@ -282,6 +289,56 @@ func TestSendResults(t *testing.T) {
 	ln.Close()
 	if r := s.Send(context.Background(), message(dead), time.Now()); r.Delivered() || r.Permanent() || r.Status != 0 {
 		t.Errorf("closed port: %+v, want retryable", r)
+	}
+}
+
+// resolverFunc is a Resolver made of a function.
+type resolverFunc func(host string) ([]netip.Addr, error)
+
+func (f resolverFunc) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	return f(host)
+}
+
+// A failed delivery's error is shown to the client (webhook.last_error):
+// it must not tell a tenant what the API host's resolver answered, where
+// that resolver is, or which address a name led to.
+func TestSendErrorsNameNoResolvedAddress(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := port(ln.Addr().String())
+	ln.Close()
+	res := resolverFunc(func(host string) ([]netip.Addr, error) {
+		switch host {
+		case "internal.corp.test":
+			return []netip.Addr{netip.MustParseAddr("10.20.30.40"), netip.MustParseAddr("fec0::7")}, nil
+		case "closed.test":
+			return []netip.Addr{netip.MustParseAddr("::ffff:127.0.0.1")}, nil
+		}
+		return nil, &net.DNSError{Err: "no such host", Name: host, Server: "10.99.0.53:53", IsNotFound: true}
+	})
+	s := NewSender(Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, res, 2*time.Second)
+	for _, tc := range []struct {
+		url, want string
+		permanent bool
+	}{
+		{"http://internal.corp.test/h", "address not allowed", true},
+		{"http://missing.corp.test/h", "name did not resolve", false},
+		{"http://closed.test:" + closed + "/h", "connection refused", false},
+	} {
+		r := s.Send(context.Background(), message(tc.url), time.Now())
+		if r.Delivered() || r.Permanent() != tc.permanent || !strings.Contains(r.Err.Error(), tc.want) {
+			t.Errorf("%s: %+v, want %q (permanent %v)", tc.url, r, tc.want, tc.permanent)
+			continue
+		}
+		for _, leak := range []string{"10.20.30.40", "fec0", "10.99.0.53", ":53", "lookup", "127.0.0.1", "private", "loopback", "site-local"} {
+			if strings.Contains(r.Err.Error(), leak) {
+				t.Errorf("%s: the error %q names %q", tc.url, r.Err, leak)
+			}
+		}
+	}
+	// The real resolver's answer for localhost is not repeated either.
+	r := NewSender(Policy{}, nil, 2*time.Second).Send(context.Background(), message("http://localhost:"+closed+"/"), time.Now())
+	if msg := r.Err.Error(); strings.Contains(msg, "127.0.0.1") || strings.Contains(msg, "::1") || strings.Contains(msg, "loopback") {
+		t.Errorf("localhost: the error %q names what localhost resolved to", msg)
 	}
 }
 
