@@ -4,9 +4,10 @@
 # Sets: addr, key, logs. Needs bin/ (make build).
 addr=${RENDERBOX_ADDR:-127.0.0.1:8080}
 export RENDERBOX_REDIS=${RENDERBOX_REDIS:-127.0.0.1:6379}
-db=${RENDERBOX_DB:-/var/lib/renderbox/ledger.db}
+db=${RENDERBOX_DB:-/var/lib/renderbox/api/ledger.db}
 logs=${LOGS:-out/logs}
-mkdir -p "$logs" "$(dirname "$db")"
+mkdir -p "$logs"
+mkdir -p -m 0700 "$(dirname "$db")"  # the ledger and webhook.key: owner only
 
 bash scripts/redis.sh
 

@@ -37,7 +37,7 @@ type Config struct {
 	// Redis is the queue's Redis address. Default 127.0.0.1:6379. Env
 	// RENDERBOX_REDIS.
 	Redis string
-	// DB is the SQLite ledger file. Default /var/lib/renderbox/ledger.db.
+	// DB is the SQLite ledger file. Default /var/lib/renderbox/api/ledger.db.
 	// Env RENDERBOX_DB.
 	DB string
 	// Retention is how long inputs and outputs are kept. Default 24h.
@@ -72,7 +72,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&c.Addr, "addr", env("ADDR", "127.0.0.1:8080"), "listen address")
 	fs.StringVar(&c.Redis, "redis", env("REDIS", "127.0.0.1:6379"), "Redis address")
-	fs.StringVar(&c.DB, "db", env("DB", "/var/lib/renderbox/ledger.db"), "SQLite ledger file")
+	fs.StringVar(&c.DB, "db", env("DB", "/var/lib/renderbox/api/ledger.db"), "SQLite ledger file")
 	fs.DurationVar(&c.Retention, "retention", 24*time.Hour, "how long inputs and outputs are kept")
 	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", 64<<20, "largest request body (413 past it)")
 	fs.IntVar(&c.Limits.MaxQueueDepth, "max-queue-depth", 1000, "most jobs waiting or running (503 past it)")

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -776,5 +777,50 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 	if n != writers*perWriter {
 		t.Errorf("running jobs: got %d, want %d", n, writers*perWriter)
+	}
+}
+
+// The ledger holds owners, options, error texts and key hashes: its files
+// are its owner's alone, in a directory that is too.
+func TestFilesAreOwnerOnly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state", "api")
+	path := filepath.Join(dir, "ledger.db")
+	s, err := ledger.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.CreateKey(context.Background(), "modes"); err != nil { // a write: the WAL exists
+		t.Fatal(err)
+	}
+	checkMode := func(p string, want os.FileMode) {
+		t.Helper()
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Errorf("%v", err)
+		} else if got := st.Mode().Perm(); got != want {
+			t.Errorf("%s has mode %#o, want %#o", filepath.Base(p), got, want)
+		}
+	}
+	checkMode(dir, 0o700)
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		checkMode(p, 0o600)
+	}
+	s.Close()
+
+	// A ledger left world-readable by an older version is narrowed.
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o644); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	s, err = ledger.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if _, err := os.Stat(p); err == nil {
+			checkMode(p, 0o600)
+		}
 	}
 }

@@ -35,13 +35,17 @@ var _ Store = (*SQLite)(nil)
 func Open(ctx context.Context, path string) (*SQLite, error) {
 	switch {
 	case path == "":
-		return nil, errors.New("open ledger: empty database path (set a file path, e.g. /var/lib/renderbox/ledger.db)")
+		return nil, errors.New("open ledger: empty database path (set a file path, e.g. /var/lib/renderbox/api/ledger.db)")
 	case path == ":memory:" || strings.HasPrefix(path, "file:"):
 		// The writer and reader pools must share one database, so it must
 		// be a file named by a plain path.
 		return nil, fmt.Errorf("open ledger %q: need a plain file path, not a URI or :memory: (use a path in a temporary directory for tests)", path)
 	case strings.ContainsAny(path, "?#"):
 		return nil, fmt.Errorf("open ledger %q: path contains '?' or '#' (rename the file)", path)
+	}
+
+	if err := prepareFiles(path); err != nil {
+		return nil, fmt.Errorf("open ledger %q: %w", path, err)
 	}
 
 	// Every connection: wait on locks rather than fail at once, enforce the

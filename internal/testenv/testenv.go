@@ -174,6 +174,10 @@ type RedisConfig struct {
 	// postpone it, for up to 2s — so a killed Redis loses next to
 	// nothing; a host crash loses up to a second or two).
 	Fsync string
+	// MaxMemory is Redis's maxmemory, e.g. "16mb". Default "256mb": like
+	// production (deploy/redis.conf), a test's Redis is bounded and
+	// refuses writes past the bound (noeviction) rather than grow.
+	MaxMemory string
 }
 
 // RedisServer is a private redis-server that a test can stop and start
@@ -207,8 +211,11 @@ func StartRedis(t testing.TB, cfg RedisConfig) *RedisServer {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	r := &RedisServer{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: t.TempDir(), t: t, bin: bin}
+	if cfg.MaxMemory == "" {
+		cfg.MaxMemory = "256mb"
+	}
 	r.args = []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", r.Dir, "--save", "",
-		"--maxmemory-policy", "noeviction", "--protected-mode", "yes", "--appendonly", "no"}
+		"--maxmemory", cfg.MaxMemory, "--maxmemory-policy", "noeviction", "--protected-mode", "yes", "--appendonly", "no"}
 	if cfg.Persist {
 		if cfg.Fsync == "" {
 			cfg.Fsync = "always"
@@ -237,7 +244,9 @@ func (r *RedisServer) Start() {
 	if r.cmd != nil {
 		r.t.Fatalf("redis-server on %s is already running", r.Addr)
 	}
-	cmd := exec.Command(r.bin, r.args...)
+	// umask 077, as scripts/redis.sh and the deploy unit run it: the
+	// append-only files are the owner's alone.
+	cmd := exec.Command("/bin/sh", append([]string{"-c", `umask 077 && exec "$0" "$@"`, r.bin}, r.args...)...)
 	if err := cmd.Start(); err != nil {
 		r.t.Fatalf("starting redis-server: %v", err)
 	}

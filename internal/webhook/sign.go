@@ -53,6 +53,13 @@ func LoadOrCreateMaster(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook master secret: %w", err)
 	}
+	// A key file someone made readable by others is narrowed: every
+	// tenant's signing secret derives from it.
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(path, 0o600); err != nil {
+			return nil, fmt.Errorf("webhook master secret %s is readable by others and could not be narrowed to 0600: %w", path, err)
+		}
+	}
 	if len(b) < masterBytes {
 		return nil, fmt.Errorf("webhook master secret %s holds %d bytes, want at least %d (delete it to have a new one made, which changes every key's webhook secret)", path, len(b), masterBytes)
 	}

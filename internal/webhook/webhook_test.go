@@ -129,6 +129,19 @@ func TestDerivedSecretsDifferPerKeyAndSurviveRestarts(t *testing.T) {
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
 		t.Errorf("master secret mode %v, want 0600", fi.Mode().Perm())
 	}
+	if fi, _ := os.Stat(filepath.Dir(path)); fi.Mode().Perm() != 0o700 {
+		t.Errorf("master secret's directory mode %v, want 0700", fi.Mode().Perm())
+	}
+	// A key file left readable by others is narrowed on the next start.
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateMaster(path); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("a 0644 master secret was left %v, want 0600", fi.Mode().Perm())
+	}
 	a, b := DeriveSecret(m1, "key_a"), DeriveSecret(m1, "key_b")
 	if a == b || !strings.HasPrefix(a, SecretPrefix) || a != DeriveSecret(m2, "key_a") {
 		t.Errorf("secrets %q %q", a, b)
