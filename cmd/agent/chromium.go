@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -26,74 +27,144 @@ const pageURL = "https://document.renderbox.invalid/"
 // maxBlocked bounds how many refused requests are reported.
 const maxBlocked = 20
 
-// browse launches Chromium on the DevTools pipe, loads b.Page and prints or
-// captures it into OutputDir/b.Output.
-func browse(b *wire.Browser, env []string, tail *tail, res *wire.Result) error {
-	page, err := os.ReadFile(b.Page)
-	if err != nil {
-		return fmt.Errorf("reading the page: %w", err)
+// browser is a Chromium driven over the DevTools pipe, with one page
+// target attached.
+type browser struct {
+	argv, env []string
+	cmd       *exec.Cmd
+	cmdW      *os.File
+	exited    chan struct{}
+	c         *cdp
+	session   string
+	log       *switchWriter
+}
+
+// switchWriter sends Chromium's output to whoever needs it now: the boot's
+// log, then the job's stderr tail.
+type switchWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *switchWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w == nil {
+		return len(p), nil
 	}
+	return s.w.Write(p)
+}
+
+func (s *switchWriter) set(w io.Writer) {
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
+}
+
+// launchBrowser starts Chromium on the DevTools pipe and opens a blank page
+// target.
+func launchBrowser(argv0, env []string, log io.Writer) (*browser, error) {
 	// Chromium reads commands on fd 3 and writes replies on fd 4.
 	cmdR, cmdW, err := os.Pipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	replyR, replyW, err := os.Pipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	t0 := time.Now()
-	argv := append(append([]string{}, b.Argv...), "--remote-debugging-pipe")
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env, cmd.Dir = env, wire.WorkDir
-	cmd.Stdout, cmd.Stderr = tail, tail
-	cmd.ExtraFiles = []*os.File{cmdR, replyW}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	err = startReserving(cmd)
+	argv := append(append([]string{}, argv0...), "--remote-debugging-pipe")
+	b := &browser{argv: argv0, env: env, cmdW: cmdW, exited: make(chan struct{}), log: &switchWriter{w: log}}
+	b.cmd = exec.Command(argv[0], argv[1:]...)
+	b.cmd.Env, b.cmd.Dir = env, wire.WorkDir
+	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
+	b.cmd.ExtraFiles = []*os.File{cmdR, replyW}
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err = startReserving(b.cmd)
 	cmdR.Close()
 	replyW.Close()
 	if err != nil {
 		cmdW.Close()
 		replyR.Close()
-		return fmt.Errorf("starting chromium: %w", err)
+		return nil, fmt.Errorf("starting chromium: %w", err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	c := newCDP(cmdW, replyR)
-	c.mark = func(what string) {
-		fmt.Fprintf(tail, "renderbox-agent: %s at %dms\n", what, time.Since(t0).Milliseconds())
+	go func() { _ = b.cmd.Wait(); close(b.exited) }()
+	b.c = newCDP(cmdW, replyR)
+	b.c.mark = func(what string) {
+		fmt.Fprintf(b.log, "renderbox-agent: %s at %dms\n", what, time.Since(t0).Milliseconds())
 	}
+	var target struct {
+		TargetID string `json:"targetId"`
+	}
+	if err := b.c.call("", "Target.createTarget", map[string]any{"url": "about:blank"}, &target); err != nil {
+		b.kill()
+		return nil, err
+	}
+	b.c.mark("browser up")
+	var att struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := b.c.call("", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &att); err != nil {
+		b.kill()
+		return nil, err
+	}
+	b.session = att.SessionID
+	return b, nil
+}
 
-	err = drive(c, b, page)
-	c.mark("done")
+// warmUp prints the blank page once, so that the first job does not pay
+// for starting the print path.
+func (b *browser) warmUp() error {
+	_, err := printPDF(b.c, b.session, &wire.PDFOptions{})
+	return err
+}
 
-	// The sandbox is single-use: no graceful shutdown, whose crash-reporter
-	// handshake alone costs seconds under gVisor.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-exited
-	cmdW.Close()
-	res.Blocked = c.blockedURLs()
+// kill ends Chromium and everything it started. The sandbox is single-use:
+// no graceful shutdown, whose crash-reporter handshake alone costs seconds
+// under gVisor.
+func (b *browser) kill() {
+	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+	<-b.exited
+	b.cmdW.Close()
+}
+
+// matches reports whether the booted browser is the one bw asks for.
+func (b *browser) matches(bw *wire.Browser, env []string) bool {
+	return slices.Equal(b.argv, bw.Argv) && slices.Equal(b.env, env)
+}
+
+// browse loads bw.Page in Chromium and prints or captures it into
+// OutputDir/bw.Output: in the browser booted ahead of the job when there is
+// one and it matches, else in one launched now.
+func browse(bw *wire.Browser, env []string, tail *tail, res *wire.Result) error {
+	page, err := os.ReadFile(bw.Page)
 	if err != nil {
-		recordExit(cmd.ProcessState, res)
+		return fmt.Errorf("reading the page: %w", err)
+	}
+	b := warmBrowser
+	warmBrowser = nil
+	if b != nil && !b.matches(bw, env) {
+		fmt.Fprintf(tail, "renderbox-agent: the pre-booted browser does not match the request; launching another\n")
+		b.kill()
+		b = nil
+	}
+	if b != nil {
+		b.log.set(tail)
+	} else if b, err = launchBrowser(bw.Argv, env, tail); err != nil {
+		return err
+	}
+	err = drive(b.c, b.session, bw, page)
+	b.c.mark("done")
+	b.kill()
+	res.Blocked = b.c.blockedURLs()
+	if err != nil {
+		recordExit(b.cmd.ProcessState, res)
 	}
 	return err
 }
 
-func drive(c *cdp, b *wire.Browser, page []byte) error {
-	var target struct {
-		TargetID string `json:"targetId"`
-	}
-	if err := c.call("", "Target.createTarget", map[string]any{"url": "about:blank"}, &target); err != nil {
-		return err
-	}
-	c.mark("browser up")
-	var att struct {
-		SessionID string `json:"sessionId"`
-	}
-	if err := c.call("", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &att); err != nil {
-		return err
-	}
-	s := att.SessionID
+func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
 	c.intercept(s, page)
 	type command struct {
 		method string

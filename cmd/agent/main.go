@@ -35,6 +35,9 @@ func main() {
 		fatal("prctl(PR_SET_DUMPABLE): %v", err)
 	}
 	out := bufio.NewWriterSize(os.Stdout, 256<<10)
+	if len(os.Args) == 3 && os.Args[1] == wire.WarmArg {
+		boot(os.Args[2], out)
+	}
 	res := serve(out)
 	if err := wire.WriteJSON(out, wire.TypeResult, res); err != nil {
 		fatal("writing result: %v", err)

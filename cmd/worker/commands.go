@@ -45,7 +45,8 @@ func parse(name string, args []string, extra func(*flag.FlagSet)) (Config, []str
 
 // preflight is what the worker does before it takes any job; any failure
 // means it must not start. It returns the ready manager.
-func preflight(ctx context.Context, c Config, log *slog.Logger, out *os.File) (*sandbox.Manager, error) {
+// pooled adds the self-test of pooled and restored sandboxes.
+func preflight(ctx context.Context, c Config, log *slog.Logger, out *os.File, pooled bool) (*sandbox.Manager, error) {
 	step := func(name string, err error, detail string) error {
 		if err != nil {
 			fmt.Fprintf(out, "FAIL  %-16s %v\n", name, err)
@@ -78,7 +79,7 @@ func preflight(ctx context.Context, c Config, log *slog.Logger, out *os.File) (*
 	if err := step("reap", err, fmt.Sprintf("%d leftover sandboxes deleted", n)); err != nil {
 		return nil, err
 	}
-	checks, err := m.SelfTest(ctx)
+	checks, err := m.SelfTest(ctx, pooled)
 	if err := step("self-test", err, ""); err != nil {
 		return nil, err
 	}
@@ -104,7 +105,7 @@ func cmdCheck(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = preflight(ctx, c, c.logger(), os.Stdout)
+	_, err = preflight(ctx, c, c.logger(), os.Stdout, true)
 	if err == nil {
 		fmt.Println("worker: ready")
 	}
@@ -120,7 +121,7 @@ func cmdSelftest(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	checks, err := m.SelfTest(ctx)
+	checks, err := m.SelfTest(ctx, true)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/worker"
 )
 
@@ -34,6 +35,8 @@ type serveConfig struct {
 	MetricsAddr string
 	// Name identifies this worker in events and logs. Default: hostname.
 	Name string
+	// Pool configures the pre-booted sandboxes (pool.go).
+	Pool poolConfig
 }
 
 // cmdServe runs the start-up checks, then takes jobs from the queue until
@@ -49,6 +52,7 @@ func cmdServe(ctx context.Context, args []string) error {
 		fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are requeued")
 		fs.StringVar(&s.MetricsAddr, "metrics-addr", envOr("RENDERBOX_WORKER_METRICS", "127.0.0.1:9091"), `serve /metrics here ("" to disable)`)
 		fs.StringVar(&s.Name, "name", "", "worker name (default: hostname)")
+		s.Pool.bind(fs)
 	})
 	if err != nil {
 		return err
@@ -59,8 +63,12 @@ func cmdServe(ctx context.Context, args []string) error {
 	if s.Name == "" {
 		s.Name, _ = os.Hostname()
 	}
+	fams, err := s.Pool.families()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	log := c.logger().With("worker", s.Name)
-	m, err := preflight(ctx, c, log, os.Stderr)
+	m, err := preflight(ctx, c, log, os.Stderr, fams != nil)
 	if err != nil {
 		return err
 	}
@@ -73,7 +81,25 @@ func cmdServe(ctx context.Context, args []string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	h := &worker.Handler{Manager: m, Queue: queue.New(rdb, 0), Logger: log, Name: s.Name, Metrics: worker.NewMetrics(reg)}
+	metrics := worker.NewMetrics(reg)
+	closePool := func() {}
+	h := &worker.Handler{Manager: m, Queue: queue.New(rdb, 0), Logger: log, Name: s.Name, Metrics: metrics}
+	if fams != nil {
+		pool, err := m.NewPool(sandbox.PoolConfig{Families: fams, OnEvent: metrics.PoolEvent})
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		worker.RegisterPool(reg, pool)
+		pool.Start(ctx)
+		closePool = func() {
+			cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := pool.Close(cctx); err != nil {
+				log.Warn("closing the pool", "err", err)
+			}
+		}
+		h.Pool = pool
+	}
 	if s.MetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -119,6 +145,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	grace := time.AfterFunc(max(0, s.ShutdownTimeout-500*time.Millisecond), stopJobs)
 	defer grace.Stop()
 	srv.Shutdown()
+	closePool()
 	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer rcancel()
 	if n, err := m.Reap(rctx); err != nil || n > 0 {

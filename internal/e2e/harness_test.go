@@ -174,7 +174,10 @@ func (s *stack) startWorker(extra ...string) *proc {
 	}
 	args := append([]string{"serve", "-redis", s.redis, "-rootfs", testenv.RootfsTree(t),
 		"-state-dir", s.workerSB.StateDir, "-cgroup-parent", s.workerSB.CgroupParent, "-runsc", s.workerSB.Runsc,
-		"-metrics-addr", "", "-concurrency", "2"}, extra...)
+		// The pool is off unless a test turns it on (extra comes last and
+		// wins): most tests are about one job's sandbox, and a pool's
+		// boots in the background would share the two cores with them.
+		"-metrics-addr", "", "-concurrency", "2", "-pool-size", "none"}, extra...)
 	w := start(t, "worker", args...)
 	waitFor(t, "the worker to pass its checks and serve", 60*time.Second, func() bool {
 		if w.cmd.ProcessState != nil {

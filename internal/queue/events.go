@@ -21,6 +21,9 @@ type Event struct {
 	Outputs      []Output  `json:"outputs,omitempty"`
 	At           time.Time `json:"at"`
 	Worker       string    `json:"worker,omitempty"`
+	// SandboxMode is how the job's sandbox was made: cold, prebooted or
+	// restored.
+	SandboxMode string `json:"sandbox_mode,omitempty"`
 }
 
 // Output is an output file a worker stored.

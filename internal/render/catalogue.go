@@ -190,7 +190,7 @@ var catalogue = map[string]*Renderer{
 		Output:        "text/html",
 		Options:       markdownSchema,
 		MaxInputBytes: 5 << 20,
-		Limits:        sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20},
+		Limits:        sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
 		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
 			return wire.Request{Env: plainEnv, Steps: cmarkSteps(in, v, wire.OutputDir+"/output.html")}, nil
 		},
@@ -225,7 +225,7 @@ var catalogue = map[string]*Renderer{
 			{Name: "last_page", Type: "integer", Description: "Last page to render; at most first_page + max_pages - 1.", Minimum: num(1), Maximum: num(100000)},
 			intOpt("quality", "JPEG quality.", 90, 1, 100),
 		},
-		Limits: sandbox.Limits{Timeout: 60 * time.Second, MemoryBytes: 1 << 30, TmpBytes: 512 << 20},
+		Limits: sandbox.Limits{Timeout: 60 * time.Second, MemoryBytes: 1 << 30, TmpBytes: lightTmp},
 		build: func(in inputFile, v Values, l Limits) (wire.Request, error) {
 			first := v.Int("first_page")
 			last := first + l.MaxPages - 1
@@ -263,7 +263,7 @@ var catalogue = map[string]*Renderer{
 			numOpt("zoom", "Zoom factor.", 1, 0.1, 10),
 			patternOpt("background", "Background colour as #rrggbb or #rrggbbaa (default: transparent).", colorPattern),
 		},
-		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20},
+		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
 		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
 			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: svgArgs("png", wire.OutputDir+"/output.png", in, v)}}}, nil
 		},
@@ -278,7 +278,7 @@ var catalogue = map[string]*Renderer{
 			numOpt("zoom", "Zoom factor.", 1, 0.1, 10),
 			patternOpt("background", "Background colour as #rrggbb or #rrggbbaa (default: none).", colorPattern),
 		},
-		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20},
+		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
 		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
 			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: svgArgs("pdf", wire.OutputDir+"/output.pdf", in, v)}}}, nil
 		},
@@ -290,7 +290,7 @@ var catalogue = map[string]*Renderer{
 		Output:        TypeSVG,
 		MaxInputBytes: 2 << 20,
 		Options:       []Option{enumOpt("layout", "Layout engine.", "dot", layouts...)},
-		Limits:        sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20},
+		Limits:        sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
 		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
 			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: []string{
 				"/usr/bin/dot", "-K" + v.String("layout"), "-Tsvg", "-o", wire.OutputDir + "/output.svg", in.Path,
@@ -307,7 +307,7 @@ var catalogue = map[string]*Renderer{
 			enumOpt("layout", "Layout engine.", "dot", layouts...),
 			intOpt("dpi", "Resolution in dots per inch.", 96, 36, 300),
 		},
-		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20},
+		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
 		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
 			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: []string{
 				"/usr/bin/dot", "-K" + v.String("layout"), "-Tpng", "-Gdpi=" + strconv.Itoa(v.Int("dpi")),
@@ -329,7 +329,7 @@ var catalogue = map[string]*Renderer{
 			intOpt("quality", "JPEG/WebP quality.", 85, 1, 100),
 			enumOpt("crop", "Fill the box exactly by cropping: none, centre or attention (the most interesting part).", "none", "none", "centre", "attention"),
 		},
-		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 1 << 30},
+		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 1 << 30, TmpBytes: lightTmp},
 		check: func(input []byte, l Limits) error {
 			w, h, err := imageSize(input)
 			if err != nil {

@@ -205,3 +205,56 @@ func (s *Sandbox) Pids() (int64, error) {
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
+
+// cgroupFile returns the path of a controller's file of cgroup rel (v1
+// controller name; v2 has one directory).
+func cgroupFile(controller, rel, file string) string {
+	if cgroupV2() {
+		return filepath.Join(cgroupRoot, rel, file)
+	}
+	return filepath.Join(cgroupRoot, controller, rel, file)
+}
+
+// memoryUsage returns the bytes the cgroup's memory controller charges now.
+func memoryUsage(rel string) int64 {
+	f := cgroupFile("memory", rel, "memory.usage_in_bytes")
+	if cgroupV2() {
+		f = cgroupFile("memory", rel, "memory.current")
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// lowerCgroup writes the memory, CPU and pids limits of lim into cgroup
+// rel, for a sandbox created with higher ones. It only ever lowers: the
+// caller checks that lim fits under what the sandbox was created with.
+func lowerCgroup(rel string, lim Limits) error {
+	period := int64(100_000)
+	quota := int64(lim.CPUs * float64(period))
+	type write struct{ controller, file, value string }
+	var ws []write
+	if cgroupV2() {
+		ws = []write{
+			{"memory", "memory.max", strconv.FormatInt(lim.MemoryBytes, 10)},
+			{"cpu", "cpu.max", fmt.Sprintf("%d %d", quota, period)},
+			{"pids", "pids.max", strconv.FormatInt(lim.Pids, 10)},
+		}
+	} else {
+		ws = []write{
+			{"memory", "memory.limit_in_bytes", strconv.FormatInt(lim.MemoryBytes, 10)},
+			{"cpu", "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)},
+			{"pids", "pids.max", strconv.FormatInt(lim.Pids, 10)},
+		}
+	}
+	for _, w := range ws {
+		f := cgroupFile(w.controller, rel, w.file)
+		if err := os.WriteFile(f, []byte(w.value), 0); err != nil {
+			return fmt.Errorf("lowering %s to %s: %w", f, w.value, err)
+		}
+	}
+	return nil
+}

@@ -140,6 +140,12 @@ func newID() string {
 // starting it. A pool can call it ahead of jobs; Run calls it for each job
 // that brings no sandbox. The caller owns the sandbox and must Destroy it.
 func (m *Manager) Prepare(ctx context.Context, limits Limits) (*Sandbox, error) {
+	return m.prepare(ctx, limits, []string{AgentPath}, true)
+}
+
+// prepare writes a bundle whose process is args and, if create, creates the
+// sandbox from it (a restore creates it itself).
+func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, create bool) (*Sandbox, error) {
 	lim := limits.WithDefaults()
 	id := newID()
 	s := &Sandbox{
@@ -151,13 +157,13 @@ func (m *Manager) Prepare(ctx context.Context, limits Limits) (*Sandbox, error) 
 	}
 	err := writeBundle(s.bundle, SpecOptions{
 		RootfsPath:  m.cfg.Rootfs,
-		Args:        []string{AgentPath},
+		Args:        args,
 		UID:         m.cfg.UID,
 		GID:         m.cfg.GID,
 		CgroupsPath: s.cgroup,
 		Limits:      lim,
 	})
-	if err == nil {
+	if err == nil && create {
 		err = s.create(ctx)
 	}
 	if err != nil {
@@ -290,11 +296,14 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	}
 
 	t := time.Now()
-	if err := sb.Start(ctx); err != nil {
-		if o := ctxOutcome(ctx); o != "" {
-			return fail(o, err, "the job ended while its sandbox started")
+	// A pooled sandbox was started (or restored) before the job.
+	if sb.State() == StateCreated {
+		if err := sb.Start(ctx); err != nil {
+			if o := ctxOutcome(ctx); o != "" {
+				return fail(o, err, "the job ended while its sandbox started")
+			}
+			return fail(SandboxFailure, err, "starting the sandbox")
 		}
-		return fail(SandboxFailure, err, "starting the sandbox")
 	}
 	res.Timings.Start = time.Since(t)
 

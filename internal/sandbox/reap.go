@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Reap removes what a crashed predecessor left behind in this manager's
@@ -24,11 +25,15 @@ func (m *Manager) Reap(ctx context.Context) (int, error) {
 			errs = append(errs, fmt.Errorf("deleting leftover sandbox %s: %w", c.ID, err))
 		}
 	}
-	bundles := filepath.Join(m.cfg.StateDir, "bundles")
-	if ents, err := os.ReadDir(bundles); err == nil {
-		for _, e := range ents {
-			if err := os.RemoveAll(filepath.Join(bundles, e.Name())); err != nil {
-				errs = append(errs, err)
+	// Bundles, and the pool's checkpoint images: a predecessor's images
+	// hold its renderers' memory and are never reused.
+	for _, sub := range []string{"bundles", "images"} {
+		dir := filepath.Join(m.cfg.StateDir, sub)
+		if ents, err := os.ReadDir(dir); err == nil {
+			for _, e := range ents {
+				if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 	}
@@ -54,9 +59,11 @@ func (m *Manager) Leftovers(ctx context.Context) ([]string, error) {
 	for _, c := range cs {
 		left = append(left, "container "+c.ID+" ("+c.Status+")")
 	}
-	if ents, err := os.ReadDir(filepath.Join(m.cfg.StateDir, "bundles")); err == nil {
-		for _, e := range ents {
-			left = append(left, "bundle "+e.Name())
+	for _, sub := range []string{"bundles", "images"} {
+		if ents, err := os.ReadDir(filepath.Join(m.cfg.StateDir, sub)); err == nil {
+			for _, e := range ents {
+				left = append(left, strings.TrimSuffix(sub, "s")+" "+e.Name())
+			}
 		}
 	}
 	for _, d := range LeftoverCgroups("/" + m.cfg.CgroupParent) {

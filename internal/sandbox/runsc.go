@@ -206,3 +206,48 @@ func (r *Runsc) List(ctx context.Context) ([]ContainerState, error) {
 	}
 	return cs, nil
 }
+
+// CheckpointOpts are the options of `runsc checkpoint`.
+type CheckpointOpts struct {
+	// ImagePath is the directory the image is written to; it must exist.
+	ImagePath string
+	// ExcludeZeroPages leaves committed zero pages out of the image.
+	ExcludeZeroPages bool
+}
+
+func (o CheckpointOpts) args(id string) []string {
+	args := []string{"checkpoint", "--image-path=" + o.ImagePath}
+	if o.ExcludeZeroPages {
+		args = append(args, "--exclude-committed-zero-pages")
+	}
+	return append(args, id)
+}
+
+// Checkpoint saves the running container's state to an image and stops it.
+func (r *Runsc) Checkpoint(ctx context.Context, id string, o CheckpointOpts) error {
+	_, err := r.run(ctx, o.args(id), nil)
+	return err
+}
+
+// RestoreOpts are the options of `runsc restore`.
+type RestoreOpts struct {
+	Bundle    string
+	ImagePath string
+	PidFile   string
+}
+
+func (o RestoreOpts) args(id string) []string {
+	args := []string{"restore", "--detach", "--bundle=" + o.Bundle, "--image-path=" + o.ImagePath}
+	if o.PidFile != "" {
+		args = append(args, "--pid-file="+o.PidFile)
+	}
+	return append(args, id)
+}
+
+// Restore starts a created container from a checkpoint image instead of
+// its process: what runs is the checkpointed process, attached to the new
+// container's stdio.
+func (r *Runsc) Restore(ctx context.Context, id string, o RestoreOpts) error {
+	_, err := r.run(ctx, o.args(id), nil)
+	return err
+}

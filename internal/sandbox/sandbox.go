@@ -167,6 +167,12 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	if err := s.runsc.Start(ctx, s.ID); err != nil {
 		return err
 	}
+	s.watch(ctx)
+	return nil
+}
+
+// watch starts the `runsc wait` that tells when the agent exits.
+func (s *Sandbox) watch(ctx context.Context) {
 	s.exited = make(chan struct{})
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopWait = cancel
@@ -178,7 +184,19 @@ func (s *Sandbox) Start(ctx context.Context) error {
 			s.waitErr = ErrGone
 		}
 	}()
-	return nil
+}
+
+// alive reports whether a started sandbox's agent has not exited.
+func (s *Sandbox) alive() bool {
+	if s.exited == nil {
+		return s.State() == StateCreated
+	}
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return s.State() == StateRunning
+	}
 }
 
 // ErrGone means the sandbox exited before its exit status could be read.
@@ -297,4 +315,18 @@ func (s *Sandbox) exists(ctx context.Context) bool {
 		}
 	}
 	return false
+}
+
+// restore runs a created sandbox from a checkpoint image instead of
+// starting its agent: the checkpointed agent resumes, reading the new
+// stdin and writing the new stdout.
+func (s *Sandbox) restore(ctx context.Context, imageDir string) error {
+	if err := s.transition(StateRunning, StateCreated); err != nil {
+		return err
+	}
+	if err := s.runsc.Restore(ctx, s.ID, RestoreOpts{Bundle: s.bundle, ImagePath: imageDir}); err != nil {
+		return err
+	}
+	s.watch(ctx)
+	return nil
 }

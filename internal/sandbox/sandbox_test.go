@@ -132,7 +132,7 @@ func TestEscapeAttemptsFail(t *testing.T) {
 func TestSelfTestPasses(t *testing.T) {
 	t.Parallel()
 	m := testenv.Manager(t, sandbox.Config{})
-	checks, err := m.SelfTest(context.Background())
+	checks, err := m.SelfTest(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/renderbox/renderbox/internal/wire"
 )
@@ -17,22 +19,52 @@ type Check struct {
 	Detail string
 }
 
-// SelfTest runs the probe in a real sandbox with the manager's production
-// spec and checks every isolation property DESIGN.md promises, from inside.
-// It opens a TCP listener on the host's loopback and asks the probe to
-// connect to it: the connection must fail and the listener must see nothing.
-func (m *Manager) SelfTest(ctx context.Context) ([]Check, error) {
+// SelfTest runs the probe in real sandboxes with the manager's production
+// spec and checks every isolation property DESIGN.md promises, from inside:
+// in a cold sandbox, in one pre-booted by a pool and in one restored from a
+// checkpoint image. It also checks that a file or a process one pooled job
+// leaves is absent in the next job of the same pool. It opens a TCP
+// listener on the host's loopback and asks the probe to connect to it: the
+// connection must fail and the listener must see nothing. Without pooled,
+// only the cold sandbox is checked (a worker whose pool is off).
+func (m *Manager) SelfTest(ctx context.Context, pooled bool) ([]Check, error) {
 	canary, err := NewCanary("127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("self-test: %w", err)
 	}
 	defer canary.Close()
 	lim := m.cfg.Limits
+	cs, err := m.probeIn(ctx, nil, canary, lim)
+	if err != nil {
+		return nil, err
+	}
+	for _, restore := range []bool{false, true} {
+		if !pooled {
+			break
+		}
+		more, err := m.selfTestPool(ctx, canary, lim, restore)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, more...)
+	}
+	return cs, nil
+}
+
+// probeIn runs the probe in sb (a cold sandbox when nil) and judges it.
+func (m *Manager) probeIn(ctx context.Context, sb *Sandbox, canary *Canary, lim Limits) ([]Check, error) {
 	req := wire.Request{Mode: wire.ModeProbe, Probe: &wire.ProbeRequest{
 		Dial:    []string{canary.Addr()},
 		FillTmp: lim.TmpBytes + 16<<20,
 	}}
-	res, err := m.Run(ctx, Job{Request: req, Limits: lim})
+	job := Job{Request: req, Limits: lim}
+	var res *Result
+	var err error
+	if sb == nil {
+		res, err = m.Run(ctx, job)
+	} else {
+		res, err = m.RunIn(ctx, sb, job)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("self-test: running the probe: %w", err)
 	}
@@ -41,6 +73,75 @@ func (m *Manager) SelfTest(ctx context.Context) ([]Check, error) {
 		return nil, fmt.Errorf("self-test: the probe returned no report")
 	}
 	return CheckProbe(p, lim, canary.Hits()), nil
+}
+
+// selfTestPool checks sandboxes from a pool (restored from a checkpoint
+// when restore): the probe's properties, and that nothing of one job is
+// seen by the next.
+func (m *Manager) selfTestPool(ctx context.Context, canary *Canary, lim Limits, restore bool) (cs []Check, err error) {
+	pool, err := m.NewPool(PoolConfig{Families: []PoolFamily{{Name: "selftest", Limits: lim, Size: 1, Restore: restore}}})
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	pool.Start(pctx)
+	defer func() {
+		cancel()
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer ccancel()
+		err = errors.Join(err, pool.Close(cctx))
+	}()
+	next := func() (*Sandbox, string, error) {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if sb, mode := pool.Take(ctx, "selftest", lim); sb != nil {
+				return sb, mode, nil
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return nil, "", fmt.Errorf("self-test: the pool had no sandbox ready within a minute")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	sb, mode, err := next()
+	if err != nil {
+		return nil, err
+	}
+	probed, err := m.probeIn(ctx, sb, canary, lim)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range probed {
+		c.Name += " (" + mode + ")"
+		cs = append(cs, c)
+	}
+	// One job leaves a file and a process behind; the next looks for them.
+	sh := func(script string) Job {
+		return Job{Limits: lim, Request: wire.Request{Mode: wire.ModeRender, InputName: "input",
+			Env: []string{"PATH=/usr/bin:/bin"}, Argv: []string{"/bin/sh", "-c", script}}}
+	}
+	if sb, _, err = next(); err != nil {
+		return nil, err
+	}
+	if _, err := m.RunIn(ctx, sb, sh("echo left > /tmp/selftest-left; setsid sleep 600 </dev/null >/dev/null 2>&1 &")); err != nil {
+		return nil, fmt.Errorf("self-test: the job that leaves state: %w", err)
+	}
+	if sb, _, err = next(); err != nil {
+		return nil, err
+	}
+	res, err := m.RunIn(ctx, sb, sh("ls -A /tmp > /tmp/out/tmp; cat /proc/[0-9]*/cmdline | tr '\\0' ' ' > /tmp/out/procs"))
+	if err != nil {
+		return nil, fmt.Errorf("self-test: the job that looks for state: %w", err)
+	}
+	seen := map[string]string{}
+	for _, f := range res.Response.Files {
+		seen[f.Name] = string(f.Data)
+	}
+	fileGone := !strings.Contains(seen["tmp"], "selftest-left")
+	procGone := !strings.Contains(seen["procs"], "sleep 600")
+	cs = append(cs, Check{Name: "nothing left between jobs (" + mode + ")", Pass: fileGone && procGone && seen["tmp"] != "",
+		Detail: fmt.Sprintf("the next job's /tmp: %q; its processes: %q", strings.TrimSpace(seen["tmp"]), strings.TrimSpace(seen["procs"]))})
+	return cs, nil
 }
 
 // Canary is a TCP listener on the host that counts the connections it

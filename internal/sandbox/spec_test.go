@@ -41,6 +41,8 @@ func TestCallArgs(t *testing.T) {
 		{KillOpts{Signal: 15, All: true}.args("id1"), []string{"kill", "--all", "id1", "15"}},
 		{DeleteOpts{Force: true}.args("id1"), []string{"delete", "--force", "id1"}},
 		{DeleteOpts{}.args("id1"), []string{"delete", "id1"}},
+		{CheckpointOpts{ImagePath: "/s/img", ExcludeZeroPages: true}.args("id1"), []string{"checkpoint", "--image-path=/s/img", "--exclude-committed-zero-pages", "id1"}},
+		{RestoreOpts{Bundle: "/b", ImagePath: "/s/img"}.args("id2"), []string{"restore", "--detach", "--bundle=/b", "--image-path=/s/img", "id2"}},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {
 			t.Errorf("args = %v, want %v", tc.got, tc.want)

@@ -338,3 +338,24 @@ func PDFText(t testing.TB, m *sandbox.Manager, pdf []byte) string {
 	t.Helper()
 	return Tool(t, m, "pdftotext", pdf, "-layout")
 }
+
+// Pool starts a pool of m's sandboxes with the given families and closes
+// it when the test ends (testenv.Manager then checks nothing is left).
+func Pool(t testing.TB, m *sandbox.Manager, fams ...sandbox.PoolFamily) *sandbox.Pool {
+	t.Helper()
+	p, err := m.NewPool(sandbox.PoolConfig{Families: fams, OnEvent: func(e sandbox.PoolEvent) {
+		t.Logf("pool event: %+v", e)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.Start(ctx)
+	t.Cleanup(func() {
+		cancel()
+		if err := p.Close(context.Background()); err != nil {
+			t.Errorf("closing the pool: %v", err)
+		}
+	})
+	return p
+}

@@ -24,6 +24,7 @@ const (
 	TypeFile    byte = 'F' // JSON FileHeader; Data frames of that file follow
 	TypeData    byte = 'D' // a chunk of the current output file
 	TypeResult  byte = 'R' // JSON Result; last frame of a response
+	TypeReady   byte = 'W' // JSON Ready; a warm agent has booted and waits for its request
 )
 
 // MaxFrame is the largest payload a frame may carry.

@@ -14,14 +14,19 @@ type Metrics struct {
 	Phase    *prometheus.HistogramVec
 	InFlight prometheus.Gauge
 	Wait     prometheus.Histogram
+	// The pool's: hits and misses by family (and mode or reason), fills by
+	// family and mode, and how long a fill or a checkpoint image took.
+	PoolTaken  *prometheus.CounterVec
+	PoolEvents *prometheus.CounterVec
+	PoolFill   *prometheus.HistogramVec
 }
 
 // NewMetrics registers the worker's metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "renderbox_worker_jobs_total", Help: "Jobs run, by renderer and outcome.",
-		}, []string{"renderer", "outcome"}),
+			Name: "renderbox_worker_jobs_total", Help: "Jobs run, by renderer, outcome and how the sandbox was made (cold, prebooted, restored).",
+		}, []string{"renderer", "outcome", "mode"}),
 		Phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "renderbox_sandbox_phase_seconds", Help: "Sandbox phases: create, start, render, teardown.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
@@ -34,15 +39,84 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 		}),
 	}
-	reg.MustRegister(m.Jobs, m.Phase, m.InFlight, m.Wait)
+	m.PoolTaken = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "renderbox_pool_jobs_total", Help: "Jobs that asked the pool for a sandbox: result hit (mode prebooted or restored) or miss (reason empty, spec_limits, higher_limits).",
+	}, []string{"family", "result", "mode", "reason"})
+	m.PoolEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "renderbox_pool_events_total", Help: "Pool sandboxes filled, failed to fill, evicted (max idle, lowering failed) or found dead while idle, and checkpoint images made.",
+	}, []string{"family", "event", "reason"})
+	m.PoolFill = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "renderbox_pool_fill_seconds", Help: "Time to fill one pool sandbox (boot or restore) or to make a checkpoint image (mode image).",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 10),
+	}, []string{"family", "mode"})
+	reg.MustRegister(m.Jobs, m.Phase, m.InFlight, m.Wait, m.PoolTaken, m.PoolEvents, m.PoolFill)
 	return m
 }
 
-func (m *Metrics) observe(renderer string, o sandbox.Outcome, res *sandbox.Result) {
+// PoolEvent records one event of the pool; pass it as PoolConfig.OnEvent.
+func (m *Metrics) PoolEvent(e sandbox.PoolEvent) {
 	if m == nil {
 		return
 	}
-	m.Jobs.WithLabelValues(renderer, string(o)).Inc()
+	switch e.Kind {
+	case "hit":
+		m.PoolTaken.WithLabelValues(e.Family, "hit", e.Mode, "").Inc()
+	case "miss":
+		m.PoolTaken.WithLabelValues(e.Family, "miss", "", e.Reason).Inc()
+	case "fill":
+		m.PoolEvents.WithLabelValues(e.Family, "fill", "").Inc()
+		m.PoolFill.WithLabelValues(e.Family, e.Mode).Observe(e.Duration.Seconds())
+	case "image":
+		m.PoolEvents.WithLabelValues(e.Family, "image", "").Inc()
+		m.PoolFill.WithLabelValues(e.Family, "image").Observe(e.Duration.Seconds())
+	case "fill_failed":
+		// The reason is an error message: not a label.
+		m.PoolEvents.WithLabelValues(e.Family, "fill_failed", "").Inc()
+	default:
+		m.PoolEvents.WithLabelValues(e.Family, e.Kind, e.Reason).Inc()
+	}
+}
+
+// RegisterPool adds gauges read from the pool at each scrape: sandboxes
+// idle, the configured size, their memory and the checkpoint image's age.
+func RegisterPool(reg prometheus.Registerer, p *sandbox.Pool) {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, []string{"family"}, nil)
+	}
+	reg.MustRegister(poolCollector{p: p,
+		idle:  desc("renderbox_pool_idle", "Pre-booted sandboxes ready for a job."),
+		size:  desc("renderbox_pool_size", "Idle sandboxes the pool keeps ready (the operator's size)."),
+		mem:   desc("renderbox_pool_idle_memory_bytes", "Memory the idle sandboxes' cgroups charge."),
+		image: desc("renderbox_pool_image_age_seconds", "Age of the checkpoint image restores use now; 0 without one."),
+	})
+}
+
+type poolCollector struct {
+	p                      *sandbox.Pool
+	idle, size, mem, image *prometheus.Desc
+}
+
+func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.idle
+	ch <- c.size
+	ch <- c.mem
+	ch <- c.image
+}
+
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.p.Stats() {
+		ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(s.Idle), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(s.Size), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.mem, prometheus.GaugeValue, float64(s.IdleMemory), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.image, prometheus.GaugeValue, s.ImageAge.Seconds(), s.Name)
+	}
+}
+
+func (m *Metrics) observe(renderer string, o sandbox.Outcome, mode string, res *sandbox.Result) {
+	if m == nil {
+		return
+	}
+	m.Jobs.WithLabelValues(renderer, string(o), mode).Inc()
 	if res == nil {
 		return
 	}

@@ -33,6 +33,9 @@ type Handler struct {
 	Name string
 	// Metrics, if set, observes each job.
 	Metrics *Metrics
+	// Pool, if set, hands out pre-booted sandboxes; a job whose family has
+	// none ready runs in a cold one.
+	Pool *sandbox.Pool
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
@@ -129,11 +132,11 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	plan.Job.Input = bytes.NewReader(input)
 	start := time.Now()
 	done := h.Metrics.start(p.Accepted)
-	res, runErr := h.Manager.Run(ctx, plan.Job)
+	res, mode, runErr := h.run(ctx, r, plan.Job)
 	done()
 	outcome := sandbox.OutcomeOf(runErr)
-	h.Metrics.observe(p.Renderer, outcome, res)
-	log = log.With("sandbox_id", res.SandboxID, "outcome", outcome, "seconds", time.Since(start).Seconds())
+	h.Metrics.observe(p.Renderer, outcome, mode, res)
+	log = log.With("sandbox_id", res.SandboxID, "sandbox_mode", mode, "outcome", outcome, "seconds", time.Since(start).Seconds())
 
 	switch {
 	case runErr == nil:
@@ -144,7 +147,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		}); err != nil {
 			return err
 		}
-		return h.finish(ctx, log, p, "succeeded", "", "", outs)
+		return h.finish(ctx, log, p, "succeeded", "", "", outs, mode)
 	case outcome == sandbox.Canceled && errors.Is(context.Cause(ctx), ErrCanceledByUser):
 		return h.end(ctx, log, p, "canceled", "canceled", "the job was canceled while it ran")
 	case outcome == sandbox.Canceled:
@@ -164,8 +167,19 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 				msg += "\n" + tail(se.Stderr, 2048)
 			}
 		}
-		return h.end(ctx, log, p, "failed", string(outcome), msg)
+		return h.endIn(ctx, log, p, "failed", string(outcome), msg, mode)
 	}
+}
+
+// run runs the job in a sandbox from the pool when its family has one
+// ready, else in a cold one, and says which.
+func (h *Handler) run(ctx context.Context, r *render.Renderer, job sandbox.Job) (*sandbox.Result, string, error) {
+	if sb, mode := h.Pool.Take(ctx, r.Family(), job.Limits); sb != nil {
+		res, err := h.Manager.RunIn(ctx, sb, job)
+		return res, mode, err
+	}
+	res, err := h.Manager.Run(ctx, job)
+	return res, sandbox.ModeCold, err
 }
 
 func lastAttempt(ctx context.Context) bool {
@@ -199,8 +213,8 @@ func (h *Handler) storeOutputs(ctx context.Context, job string, r *render.Render
 // the error and the task is retried, so that a later attempt reports: a
 // terminal state that never reaches the ledger leaves the job "running"
 // forever.
-func (h *Handler) finish(ctx context.Context, log *slog.Logger, p queue.Payload, state, code, msg string, outs []queue.Output) error {
-	ev := queue.Event{JobID: p.JobID, State: state, ErrorCode: code, ErrorMessage: msg, Outputs: outs, At: time.Now(), Worker: h.Name}
+func (h *Handler) finish(ctx context.Context, log *slog.Logger, p queue.Payload, state, code, msg string, outs []queue.Output, mode string) error {
+	ev := queue.Event{JobID: p.JobID, State: state, ErrorCode: code, ErrorMessage: msg, Outputs: outs, At: time.Now(), Worker: h.Name, SandboxMode: mode}
 	if err := h.withRedis(ctx, log, "reporting the job's result", func(c context.Context) error {
 		return h.Queue.Publish(c, ev)
 	}); err != nil {
@@ -215,7 +229,12 @@ func (h *Handler) finish(ctx context.Context, log *slog.Logger, p queue.Payload,
 // cancel, a deterministic render failure) and tells asynq not to retry it —
 // unless the result could not be reported, when a retry is what reports it.
 func (h *Handler) end(ctx context.Context, log *slog.Logger, p queue.Payload, state, code, msg string) error {
-	if err := h.finish(ctx, log, p, state, code, msg, nil); err != nil {
+	return h.endIn(ctx, log, p, state, code, msg, "")
+}
+
+// endIn is end for a job that ran in a sandbox made in mode.
+func (h *Handler) endIn(ctx context.Context, log *slog.Logger, p queue.Payload, state, code, msg, mode string) error {
+	if err := h.finish(ctx, log, p, state, code, msg, nil, mode); err != nil {
 		return err
 	}
 	return fmt.Errorf("job %s %s (%s): %w", state, code, firstLine(msg), asynq.SkipRetry)

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/sandbox"
+)
+
+// poolConfig are the pool flags of `worker serve`.
+type poolConfig struct {
+	// Sizes is idle sandboxes per family, "family=N,…"; "none" or "off"
+	// disables the pool. Default chromium=2,office=1,light=2 (a 2-core
+	// host).
+	Sizes string
+	// Memory is each family's budget of idle memory, "family=BYTES,…" with
+	// K/M/G suffixes (powers of 1024). Default chromium=1.5G,office=1G,
+	// light=256M.
+	Memory string
+	// Restore lists the families filled from a checkpoint image rather
+	// than by booting each sandbox. Default chromium.
+	Restore string
+	// MaxIdle is how long a pool sandbox waits for a job before it is
+	// replaced. Default 10m.
+	MaxIdle time.Duration
+	// ImageMaxAge and ImageMaxRestores bound the use of one checkpoint
+	// image. Defaults 10m and 200.
+	ImageMaxAge      time.Duration
+	ImageMaxRestores int
+}
+
+func (c *poolConfig) bind(fs *flag.FlagSet) {
+	fs.StringVar(&c.Sizes, "pool-size", "chromium=2,office=1,light=2", `idle pre-booted sandboxes per family ("none" disables the pool)`)
+	fs.StringVar(&c.Memory, "pool-memory", "chromium=1.5G,office=1G,light=256M", "budget of idle memory per family")
+	fs.StringVar(&c.Restore, "pool-restore", "chromium", `families filled by checkpoint/restore instead of booting ("" for none)`)
+	fs.DurationVar(&c.MaxIdle, "pool-max-idle", 10*time.Minute, "replace a pool sandbox idle this long")
+	fs.DurationVar(&c.ImageMaxAge, "pool-image-max-age", 10*time.Minute, "make a fresh checkpoint image after this long")
+	fs.IntVar(&c.ImageMaxRestores, "pool-image-max-restores", 200, "make a fresh checkpoint image after this many restores")
+}
+
+// families turns the flags into the pool's families; nil means no pool.
+func (c poolConfig) families() ([]sandbox.PoolFamily, error) {
+	if s := strings.TrimSpace(c.Sizes); s == "none" || s == "off" || s == "" {
+		return nil, nil
+	}
+	fams := render.PoolFamilies()
+	known := map[string]*sandbox.PoolFamily{}
+	var names []string
+	for i := range fams {
+		known[fams[i].Name] = &fams[i]
+		names = append(names, fams[i].Name)
+	}
+	look := func(flagName, name string) (*sandbox.PoolFamily, error) {
+		f := known[name]
+		if f == nil {
+			return nil, fmt.Errorf("-%s: unknown family %q (families: %s)", flagName, name, strings.Join(names, ", "))
+		}
+		return f, nil
+	}
+	err := eachPair("pool-size", c.Sizes, func(name, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 64 {
+			return fmt.Errorf("-pool-size: %s=%s: want a count from 0 to 64", name, v)
+		}
+		f, err := look("pool-size", name)
+		if err == nil {
+			f.Size = n
+		}
+		return err
+	})
+	if err == nil {
+		err = eachPair("pool-memory", c.Memory, func(name, v string) error {
+			n, err := parseBytes(v)
+			if err != nil {
+				return fmt.Errorf("-pool-memory: %s=%s: %w", name, v, err)
+			}
+			f, err := look("pool-memory", name)
+			if err == nil {
+				f.MemoryBudget = n
+			}
+			return err
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range strings.Split(c.Restore, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		f, err := look("pool-restore", name)
+		if err != nil {
+			return nil, err
+		}
+		f.Restore = true
+	}
+	for i := range fams {
+		fams[i].MaxIdle = c.MaxIdle
+		fams[i].ImageMaxAge = c.ImageMaxAge
+		fams[i].ImageMaxRestores = c.ImageMaxRestores
+	}
+	return fams, nil
+}
+
+// eachPair calls fn for each name=value of a comma-separated list.
+func eachPair(flagName, list string, fn func(name, value string) error) error {
+	for _, kv := range strings.Split(list, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("-%s: %q is not family=value", flagName, kv)
+		}
+		if err := fn(strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseBytes reads 1536, 512K, 256M, 1.5G (powers of 1024).
+func parseBytes(s string) (int64, error) {
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, strings.TrimSuffix(s, "K")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "M")
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1<<30, strings.TrimSuffix(s, "G")
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("want a size such as 512M or 1.5G")
+	}
+	return int64(f * mult), nil
+}

@@ -1,0 +1,218 @@
+package sandbox_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// lightPool starts a pool of sandboxes whose agent only waits (what the
+// light renderers use) and waits until size are ready.
+func lightPool(t *testing.T, m *sandbox.Manager, size int, lim sandbox.Limits) *sandbox.Pool {
+	t.Helper()
+	p := testenv.Pool(t, m, sandbox.PoolFamily{
+		Name: "light", Warm: wire.Warm{Kind: wire.WarmNone}, Limits: lim, Size: size,
+	})
+	waitReady(t, p, size)
+	return p
+}
+
+func waitReady(t *testing.T, p *sandbox.Pool, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for p.Idle("light") < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sandboxes ready after a minute, want %d", p.Idle("light"), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func take(t *testing.T, p *sandbox.Pool, lim sandbox.Limits) *sandbox.Sandbox {
+	t.Helper()
+	sb, mode := p.Take(context.Background(), "light", lim)
+	if sb == nil || mode != sandbox.ModePrebooted {
+		t.Fatalf("Take = %v, %q; want a prebooted sandbox", sb, mode)
+	}
+	return sb
+}
+
+// cgroupValue reads a file of the sandbox's cgroup (cgroup v1 or v2).
+func cgroupValue(t *testing.T, m *sandbox.Manager, sb *sandbox.Sandbox, v1, v2 string) string {
+	t.Helper()
+	rel := filepath.Join(m.Config().CgroupParent, sb.ID)
+	p := filepath.Join("/sys/fs/cgroup", strings.Split(v1, "/")[0], rel, strings.Split(v1, "/")[1])
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		p = filepath.Join("/sys/fs/cgroup", rel, v2)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func TestPooledSandboxServesOneJobAndIsGone(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	p := lightPool(t, m, 2, lim)
+
+	// The first job leaves a file, a process and a token in /tmp.
+	sb1 := take(t, p, lim)
+	res, err := m.RunIn(context.Background(), sb1, shJob(
+		"echo secret > /tmp/left-behind; setsid sleep 600 </dev/null >/dev/null 2>&1 & ls -di /tmp > /tmp/out/inode; echo $$ > /tmp/out/pid", lim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cs, err := m.Runsc().List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.ID == sb1.ID {
+			t.Errorf("runsc still lists the used sandbox %s (%s)", c.ID, c.Status)
+		}
+	}
+	for _, sub := range []string{"bundles", "images"} {
+		if _, err := os.Stat(filepath.Join(m.Config().StateDir, sub, sb1.ID)); err == nil {
+			t.Errorf("%s/%s still exists after the job", sub, sb1.ID)
+		}
+	}
+	for _, ctl := range []string{"memory", "pids", "cpu"} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", ctl, m.Config().CgroupParent, sb1.ID)); err == nil {
+			t.Errorf("the %s cgroup of the used sandbox still exists", ctl)
+		}
+	}
+
+	// The next job, from the same pool, sees none of it.
+	waitReady(t, p, 1)
+	sb2 := take(t, p, lim)
+	if sb2.ID == sb1.ID {
+		t.Fatalf("the pool handed out sandbox %s twice", sb1.ID)
+	}
+	res2, err := m.RunIn(ctx, sb2, shJob(
+		"ls /tmp > /tmp/out/tmp; for p in /proc/[0-9]*; do cat $p/cmdline | tr '\\0' ' '; echo; done > /tmp/out/procs", lim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, f := range res2.Response.Files {
+		files[f.Name] = string(f.Data)
+	}
+	if strings.Contains(files["tmp"], "left-behind") {
+		t.Errorf("the second job sees the first job's file: /tmp = %q", files["tmp"])
+	}
+	if strings.Contains(files["procs"], "sleep 600") {
+		t.Errorf("the second job sees the first job's process: %q", files["procs"])
+	}
+	if len(res.Response.Files) != 2 {
+		t.Fatalf("first job's outputs: %v", names(res.Response.Files))
+	}
+}
+
+func TestIdleSandboxThatDiesIsReplaced(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	p := lightPool(t, m, 1, lim)
+	ctx := context.Background()
+	cs, err := m.Runsc().List(ctx)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("runsc list = %v, %v; want the one idle sandbox", cs, err)
+	}
+	dead := cs[0]
+	if err := syscall.Kill(dead.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Replaced: a new sandbox is ready, the dead one is gone.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cs, _ = m.Runsc().List(ctx)
+		if len(cs) == 1 && cs[0].ID != dead.ID && p.Idle("light") == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute: runsc list = %v, idle %d; want one new sandbox", cs, p.Idle("light"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	res, err := m.RunIn(ctx, take(t, p, lim), shJob("echo ok > /tmp/out/ok", lim))
+	if err != nil || len(res.Response.Files) != 1 {
+		t.Fatalf("a job after the replacement: %v", err)
+	}
+}
+
+func TestPooledJobGetsItsLowerLimits(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	pool := sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 1 << 30, Pids: 512, CPUs: 1}
+	p := lightPool(t, m, 2, pool)
+
+	// Lowered memory, CPU and pids are in the cgroup before the job runs,
+	// and the memory limit holds.
+	low := pool
+	low.MemoryBytes, low.Pids, low.CPUs = 256<<20, 200, 0.5
+	sb := take(t, p, low)
+	if got := cgroupValue(t, m, sb, "memory/memory.limit_in_bytes", "memory.max"); got != strconv.Itoa(256<<20) {
+		t.Errorf("memory limit = %s, want %d", got, 256<<20)
+	}
+	if got := cgroupValue(t, m, sb, "pids/pids.max", "pids.max"); got != "200" {
+		t.Errorf("pids limit = %s, want 200", got)
+	}
+	if got := cgroupValue(t, m, sb, "cpu/cpu.cfs_quota_us", "cpu.max"); !strings.HasPrefix(got, "50000") {
+		t.Errorf("cpu quota = %s, want 50000", got)
+	}
+	// perl-base is in every Debian rootfs: a 600 MiB string.
+	job := shJob("", low)
+	job.Request.Argv = []string{"/usr/bin/perl", "-e", `my $x = "a" x (600*1024*1024); print length($x)`}
+	_, err := m.RunIn(context.Background(), sb, job)
+	wantOutcome(t, err, sandbox.MemoryLimit)
+
+	// A lower timeout is the host's: kill within a second of it.
+	waitReady(t, p, 1)
+	low = pool
+	low.Timeout = 2 * time.Second
+	start := time.Now()
+	res, err := m.RunIn(context.Background(), take(t, p, low), shJob("while :; do :; done", low))
+	wantOutcome(t, err, sandbox.Timeout)
+	if killed := time.Since(start) - res.Timings.Teardown; killed > low.Timeout+time.Second {
+		t.Errorf("the pooled sandbox was killed %v after the job started, want within %v + 1s", killed, low.Timeout)
+	}
+
+	// Higher limits, or another tmpfs size, never take a pooled sandbox.
+	for _, l := range []sandbox.Limits{
+		{Timeout: time.Second, MemoryBytes: 2 << 30},
+		{Timeout: time.Second, TmpBytes: 64 << 20},
+	} {
+		if sb, _ := p.Take(context.Background(), "light", l); sb != nil {
+			t.Errorf("Take(%+v) gave a sandbox created with %+v", l, sb.Limits)
+			_ = sb.Destroy(context.Background())
+		}
+	}
+}
+
+func TestPooledJobCanceledWithinASecond(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	p := lightPool(t, m, 1, lim)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	start := time.Now()
+	res, err := m.RunIn(ctx, take(t, p, lim), shJob("sleep 60", lim))
+	wantOutcome(t, err, sandbox.Canceled)
+	if d := time.Since(start) - res.Timings.Teardown; d > 2500*time.Millisecond {
+		t.Errorf("cancel took effect after %v, want within 1s of the cancel at 1.5s", d)
+	}
+}
