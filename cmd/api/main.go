@@ -34,6 +34,10 @@ import (
 type Config struct {
 	// Addr is the listen address. Default 127.0.0.1:8080. Env RENDERBOX_ADDR.
 	Addr string
+	// MetricsAddr serves /metrics, apart from the API: the metrics show
+	// every tenant's jobs, so only the operator should reach them. ""
+	// disables. Default 127.0.0.1:9090. Env RENDERBOX_METRICS_ADDR.
+	MetricsAddr string
 	// Redis is the queue's Redis address. Default 127.0.0.1:6379. Env
 	// RENDERBOX_REDIS.
 	Redis string
@@ -44,6 +48,8 @@ type Config struct {
 	Retention time.Duration
 	// Limits: request body, queue depth, per-key rate, ?wait= bound.
 	Limits api.Limits
+	// HTTP: timeouts, minimum transfer rate, requests in flight.
+	HTTP api.HTTPLimits
 	// Diagnostics accepts the diagnostic renderers (sandbox-probe) from
 	// any key. Default false.
 	Diagnostics bool
@@ -71,6 +77,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 		return d
 	}
 	fs.StringVar(&c.Addr, "addr", env("ADDR", "127.0.0.1:8080"), "listen address")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("METRICS_ADDR", "127.0.0.1:9090"), `serve /metrics here, apart from the API ("" disables)`)
 	fs.StringVar(&c.Redis, "redis", env("REDIS", "127.0.0.1:6379"), "Redis address")
 	fs.StringVar(&c.DB, "db", env("DB", "/var/lib/renderbox/api/ledger.db"), "SQLite ledger file")
 	fs.DurationVar(&c.Retention, "retention", 24*time.Hour, "how long inputs and outputs are kept")
@@ -79,6 +86,13 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Limits.RatePerSecond, "rate", 20, "submissions per second per key (429 past it)")
 	fs.IntVar(&c.Limits.Burst, "burst", 40, "submission burst per key")
 	fs.DurationVar(&c.Limits.MaxWait, "max-wait", 60*time.Second, "longest ?wait=")
+	fs.DurationVar(&c.HTTP.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "bound on reading a request's headers")
+	fs.DurationVar(&c.HTTP.BodyTimeout, "body-timeout", 30*time.Second, "grace for a request body, beyond its size at -min-rate (408 past it)")
+	fs.Int64Var(&c.HTTP.MinRate, "min-rate", 32<<10, "slowest upload and download, bytes/s, after their grace")
+	fs.DurationVar(&c.HTTP.WriteTimeout, "write-timeout", 0, "bound on writing a response, from the end of its body; outputs get their size at -min-rate more (default -max-wait + 30s)")
+	fs.DurationVar(&c.HTTP.IdleTimeout, "idle-timeout", 60*time.Second, "close keep-alive connections idle this long")
+	fs.IntVar(&c.HTTP.MaxInFlight, "max-in-flight", 512, "most requests served at once (429 past it)")
+	fs.IntVar(&c.HTTP.MaxInFlightPerKey, "max-in-flight-per-key", 32, "most requests one key has in flight (429 past it)")
 	fs.BoolVar(&c.Diagnostics, "diagnostics", false, "accept the diagnostic renderers (sandbox-probe: escape attempts run as a job)")
 	fs.BoolVar(&c.Webhooks, "webhooks", true, "send webhooks to jobs' callback_url")
 	fs.StringVar(&c.WebhookSecretFile, "webhook-secret-file", env("WEBHOOK_SECRET_FILE", ""), "master secret of webhook signatures (default: webhook.key next to -db; made if missing)")
@@ -117,6 +131,9 @@ func (c Config) webhooks() (api.Webhooks, error) {
 func (c Config) validate() error {
 	if c.Limits.MaxBodyBytes < 1024 || c.Limits.MaxQueueDepth < 1 || c.Limits.RatePerSecond <= 0 || c.Limits.Burst < 1 {
 		return errors.New("config: -max-body-bytes ≥ 1024, -max-queue-depth ≥ 1, -rate > 0 and -burst ≥ 1 are required")
+	}
+	if err := c.HTTP.Validate(c.Limits.MaxWait); err != nil {
+		return err
 	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
@@ -169,8 +186,13 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}
-	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, Webhooks: hooks, Diagnostics: c.Diagnostics}
-	srv := &http.Server{Addr: c.Addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Diagnostics: c.Diagnostics}
+	srv := s.HTTPServer(c.Addr)
+	var msrv *http.Server
+	if c.MetricsAddr != "" {
+		msrv = &http.Server{Addr: c.MetricsAddr, Handler: s.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
+	}
 	go func() {
 		if err := s.RunEvents(ctx); err != nil {
 			log.Error("applying events", "err", err)
@@ -192,9 +214,20 @@ func serve(ctx context.Context, args []string) error {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
+		if msrv != nil {
+			_ = msrv.Shutdown(sctx)
+		}
 	}()
-	log.Info("api listening", "addr", c.Addr, "redis", c.Redis, "db", c.DB)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	errc := make(chan error, 2)
+	if msrv != nil {
+		go func() { errc <- msrv.ListenAndServe() }()
+	}
+	go func() { errc <- srv.ListenAndServe() }()
+	log.Info("api listening", "addr", c.Addr, "metrics_addr", c.MetricsAddr, "redis", c.Redis, "db", c.DB)
+	// Either listener failing (its address taken) ends the process; a
+	// shutdown ends both with ErrServerClosed.
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		cancel()
 		return err
 	}
 	return nil

@@ -9,12 +9,12 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
@@ -73,18 +73,26 @@ type Server struct {
 	// Webhooks configures job webhooks; the zero value refuses
 	// callback_url.
 	Webhooks Webhooks
-	// Registry receives the API's metrics; nil means a private one.
+	// Registry receives the API's metrics; nil means a private one. They
+	// are served by MetricsHandler, not by Handler.
 	Registry *prometheus.Registry
+	// HTTP bounds connections, bodies and requests in flight.
+	HTTP HTTPLimits
 
 	waiters     *waiters
 	limiters    *limiters
 	metrics     *metrics
+	inFlight    *inFlight
 	webhookWake chan struct{}
+	once        sync.Once
 }
 
-// Handler returns the routes.
-func (s *Server) Handler() http.Handler {
+// setup fills defaults and makes the server's state, once.
+func (s *Server) setup() { s.once.Do(s.init) }
+
+func (s *Server) init() {
 	s.Limits = s.Limits.withDefaults()
+	s.HTTP = s.HTTP.withDefaults(s.Limits.MaxWait)
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -98,16 +106,21 @@ func (s *Server) Handler() http.Handler {
 	s.waiters = newWaiters()
 	s.limiters = newLimiters(s.Limits.RatePerSecond, s.Limits.Burst)
 	s.metrics = newMetrics(s.Registry, s.Queue)
+	s.inFlight = newInFlight(s.HTTP)
+}
 
+// Handler returns the routes. /metrics is not among them: see
+// MetricsHandler.
+func (s *Server) Handler() http.Handler {
+	s.setup()
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, middleware.Recoverer, s.metrics.middleware)
+	r.Use(s.paceBody, middleware.RequestID, middleware.Recoverer, s.metrics.middleware, s.limitInFlight)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", s.openapi)
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	r.Get("/v1/renderers", s.renderers)
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.authenticate, s.limitKeyInFlight)
 		r.Post("/v1/jobs", s.createJob)
 		r.Get("/v1/jobs", s.listJobs)
 		r.Get("/v1/jobs/{id}", s.getJob)
@@ -119,7 +132,8 @@ func (s *Server) Handler() http.Handler {
 		problem(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		problem(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
+		// A made-up method is not quoted back: it can be near a megabyte.
+		problem(w, http.StatusMethodNotAllowed, "method_not_allowed", methodLabel(r.Method)+" is not allowed on "+r.URL.Path)
 	})
 	return r
 }

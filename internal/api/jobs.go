@@ -197,6 +197,11 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.Limits.MaxBodyBytes)
 	sub, err := parseSubmission(r)
+	if err != nil && bodyTooSlow(r) {
+		w.Header().Set("Connection", "close")
+		problem(w, http.StatusRequestTimeout, "request_timeout", fmt.Sprintf("the request body arrived slower than %d bytes/s after a grace of %s", s.HTTP.MinRate, s.HTTP.BodyTimeout))
+		return
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -417,7 +422,7 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusNotFound, "not_found", "the job has no output called "+strconv.Quote(name))
 		return
 	}
-	data, err := s.Queue.GetBlob(r.Context(), queue.OutputKey(job.ID, name))
+	blob, err := s.Queue.OpenBlob(r.Context(), queue.OutputKey(job.ID, name))
 	if errors.Is(err, queue.ErrNoBlob) {
 		problem(w, http.StatusGone, "output_expired", "the output is past its retention and was deleted")
 		return
@@ -428,10 +433,39 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", out.MediaType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Security-Policy", "sandbox; default-src 'none'")
 	w.Header().Set("ETag", `"`+out.SHA256+`"`)
-	_, _ = w.Write(data)
+	// A download may take its size at the minimum rate beyond the usual
+	// write timeout; a slower reader is cut off.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.HTTP.WriteTimeout +
+		time.Duration(float64(blob.Size())/float64(s.HTTP.MinRate)*float64(time.Second))))
+	// ServeContent streams the blob a chunk at a time and answers Range,
+	// If-Range, If-None-Match and HEAD.
+	http.ServeContent(&rangeProblem{ResponseWriter: w}, r, "", job.FinishedAt, blob)
 }
+
+// rangeProblem turns http.ServeContent's plain-text 416 into a problem.
+type rangeProblem struct {
+	http.ResponseWriter
+	refused bool
+}
+
+func (w *rangeProblem) WriteHeader(status int) {
+	if status != http.StatusRequestedRangeNotSatisfiable {
+		w.ResponseWriter.WriteHeader(status)
+		return
+	}
+	w.refused = true // Content-Range (bytes */size) stays
+	problem(w.ResponseWriter, status, "range_not_satisfiable", "the Range header asks for no byte of the output; its size is in Content-Range")
+}
+
+func (w *rangeProblem) Write(b []byte) (int, error) {
+	if w.refused {
+		return len(b), nil // ServeContent's own text
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *rangeProblem) Unwrap() http.ResponseWriter { return w.ResponseWriter }

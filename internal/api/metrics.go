@@ -58,10 +58,23 @@ func (m *metrics) middleware(next http.Handler) http.Handler {
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		t := time.Now()
 		next.ServeHTTP(ww, r)
+		// The route's pattern, never the raw path: paths are the client's.
 		route := chi.RouteContext(r.Context()).RoutePattern()
 		if route == "" {
 			route = "unmatched"
 		}
-		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(ww.Status())).Observe(time.Since(t).Seconds())
+		m.requests.WithLabelValues(route, methodLabel(r.Method), strconv.Itoa(ww.Status())).Observe(time.Since(t).Seconds())
 	})
+}
+
+// methodLabel is r.Method when it is one of the standard methods the API
+// could route, else "other": a label value taken from the client would let
+// every made-up method mint a series that lives as long as the process.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete,
+		http.MethodHead, http.MethodOptions, http.MethodPatch:
+		return m
+	}
+	return "other"
 }

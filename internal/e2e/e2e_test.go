@@ -314,9 +314,9 @@ func TestJobsEndToEnd(t *testing.T) {
 				t.Errorf("%s: %d", p, r.Status)
 			}
 		}
-		m := c.do("GET", "/metrics", "", "", nil, nil)
+		m := s.scrape()
 		for _, want := range []string{"renderbox_jobs_accepted_total", "renderbox_jobs_finished_total", "renderbox_queue_depth", "renderbox_http_request_seconds"} {
-			if !strings.Contains(string(m.Body), want) {
+			if !strings.Contains(m, want) {
 				t.Errorf("/metrics lacks %s", want)
 			}
 		}

@@ -123,6 +123,7 @@ type stack struct {
 	redisSrv *testenv.RedisServer // to stop and start Redis mid-test
 	db       string
 	base     string
+	metrics  string // the API's /metrics, on a listener of its own
 	api      *proc
 	worker   *proc
 	workerSB sandbox.Config // the worker's private state dir and cgroup parent
@@ -144,14 +145,9 @@ func newStack(t *testing.T, o stackOpts) *stack {
 	if !o.noWorker {
 		s.startWorker(o.workerArgs...)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s.base = "http://" + addr
-	s.api = start(t, "api", append([]string{"serve", "-addr", addr, "-redis", s.redis, "-db", s.db}, o.apiArgs...)...)
+	addr, maddr := freeAddr(t), freeAddr(t)
+	s.base, s.metrics = "http://"+addr, "http://"+maddr+"/metrics"
+	s.api = start(t, "api", append([]string{"serve", "-addr", addr, "-metrics-addr", maddr, "-redis", s.redis, "-db", s.db}, o.apiArgs...)...)
 	waitFor(t, "the api to be ready", 20*time.Second, func() bool {
 		resp, err := http.Get(s.base + "/readyz")
 		if err != nil {
@@ -162,6 +158,50 @@ func newStack(t *testing.T, o stackOpts) *stack {
 	})
 	s.client = newClient(t, s.base)
 	return s
+}
+
+// apiMemoryGrowth runs attack and returns how far the API's peak resident
+// memory (VmHWM) rose above its resident memory before it: an upper bound
+// on what the attack made the API hold, spikes between samples included.
+func (s *stack) apiMemoryGrowth(attack func()) int64 {
+	s.t.Helper()
+	pid := s.api.cmd.Process.Pid
+	before, err := vmRSS(pid)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	attack()
+	peak, err := procStatusBytes(pid, "VmHWM")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return peak - before
+}
+
+// scrape returns the API's /metrics, read from the metrics listener.
+func (s *stack) scrape() string {
+	s.t.Helper()
+	resp, err := http.Get(s.metrics)
+	if err != nil {
+		s.t.Fatalf("scraping %s: %v", s.metrics, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		s.t.Fatalf("scraping %s: %d %v", s.metrics, resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // startWorker starts a worker with a private state dir and cgroup parent

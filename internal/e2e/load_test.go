@@ -473,13 +473,17 @@ func (s *rssSampler) stop() []rssSample {
 }
 
 // vmRSS reads a process's resident set size from /proc/<pid>/status.
-func vmRSS(pid int) (int64, error) {
+func vmRSS(pid int) (int64, error) { return procStatusBytes(pid, "VmRSS") }
+
+// procStatusBytes reads a memory field of /proc/<pid>/status (VmRSS,
+// VmHWM, …) in bytes.
+func procStatusBytes(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
 				return 0, fmt.Errorf("parsing %q: %w", line, err)
@@ -487,7 +491,7 @@ func vmRSS(pid int) (int64, error) {
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // checkMemoryFlat compares the worker's memory late in the run with its

@@ -4,19 +4,14 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/renderbox/renderbox/internal/testenv"
 )
 
 // A Redis that comes back without its data has no event stream and no
 // consumer group: the consumer must make them again and go on applying
 // results, or every job from then on stays "running" forever.
 func TestConsumeSurvivesALostGroup(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t, false)})
-	defer rdb.Close()
-	q := New(rdb, 0)
+	q := testQueue(t, 0)
+	rdb := q.Redis()
 	ctx, cancel := context.WithCancel(context.Background())
 	applied := make(chan string, 10)
 	done := make(chan error, 1)

@@ -1,0 +1,87 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// blobChunk is how much of a blob one GETRANGE fetches: what a reader
+// holds at a time, whatever the blob's size.
+const blobChunk = 256 << 10
+
+// BlobReader reads a blob from Redis a chunk at a time (GETRANGE), so a
+// download holds one chunk rather than the whole blob. It is an
+// io.ReadSeeker, for http.ServeContent and its Range support.
+type BlobReader struct {
+	ctx    context.Context
+	rdb    redis.UniversalClient
+	key    string
+	size   int64
+	off    int64
+	buf    []byte // the chunk at bufOff
+	bufOff int64
+}
+
+// OpenBlob returns a reader of the blob at key, or ErrNoBlob. Blobs are
+// written once and never changed, so the chunks read later belong to the
+// same blob; one that expires mid-read ends with io.ErrUnexpectedEOF.
+func (q *Queue) OpenBlob(ctx context.Context, key string) (*BlobReader, error) {
+	pipe := q.rdb.Pipeline()
+	exists, size := pipe.Exists(ctx, key), pipe.StrLen(ctx, key)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	if exists.Val() == 0 {
+		return nil, ErrNoBlob
+	}
+	return &BlobReader{ctx: ctx, rdb: q.rdb, key: key, size: size.Val()}, nil
+}
+
+// Size is the blob's length in bytes.
+func (b *BlobReader) Size() int64 { return b.size }
+
+// Read reads from the current offset, fetching a chunk when the offset
+// leaves the one held.
+func (b *BlobReader) Read(p []byte) (int, error) {
+	if b.off >= b.size {
+		return 0, io.EOF
+	}
+	if b.off < b.bufOff || b.off >= b.bufOff+int64(len(b.buf)) {
+		end := min(b.off+blobChunk, b.size) - 1 // GETRANGE's end is inclusive
+		s, err := b.rdb.GetRange(b.ctx, b.key, b.off, end).Result()
+		if err != nil {
+			return 0, fmt.Errorf("reading blob %s at %d: %w", b.key, b.off, err)
+		}
+		if int64(len(s)) != end-b.off+1 {
+			// Expired (GETRANGE of a missing key is "") or replaced.
+			return 0, fmt.Errorf("reading blob %s at %d: got %d bytes, want %d: %w", b.key, b.off, len(s), end-b.off+1, io.ErrUnexpectedEOF)
+		}
+		b.buf = append(b.buf[:0], s...)
+		b.bufOff = b.off
+	}
+	n := copy(p, b.buf[b.off-b.bufOff:])
+	b.off += int64(n)
+	return n, nil
+}
+
+// Seek sets the offset for the next Read; it costs no round trip.
+func (b *BlobReader) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += b.off
+	case io.SeekEnd:
+		offset += b.size
+	default:
+		return 0, errors.New("blob reader: invalid whence")
+	}
+	if offset < 0 {
+		return 0, errors.New("blob reader: negative position")
+	}
+	b.off = offset
+	return offset, nil
+}
