@@ -333,6 +333,10 @@ func TestOutputsAreStreamedWithRange(t *testing.T) {
 		if r.Status != 416 || r.problemCode(t) != "range_not_satisfiable" || r.Header.Get("Content-Range") != fmt.Sprintf("bytes */%d", size) {
 			t.Errorf("a range past the end: %d %s (Content-Range %q), want 416 range_not_satisfiable", r.Status, tail(r.Body), r.Header.Get("Content-Range"))
 		}
+		r = c.do("HEAD", url, key, "", nil, nil)
+		if r.Status != 200 || r.Header.Get("Content-Length") != fmt.Sprint(size) || r.Header.Get("ETag") != etag || len(r.Body) != 0 {
+			t.Errorf("HEAD: %d, Content-Length %q, ETag %q, %d bytes of body; want 200, %d, %s and none", r.Status, r.Header.Get("Content-Length"), r.Header.Get("ETag"), len(r.Body), size, etag)
+		}
 		r = c.do("GET", url, key, "", nil, map[string]string{"If-None-Match": etag})
 		if r.Status != 304 {
 			t.Errorf("If-None-Match with the ETag: %d, want 304", r.Status)
