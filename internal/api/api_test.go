@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -94,5 +95,26 @@ func TestUnknownRouteIsAProblem(t *testing.T) {
 	_ = json.NewDecoder(resp.Body).Decode(&p)
 	if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/problem+json" || p["code"] != "not_found" {
 		t.Errorf("got %d %s %v, want a 404 problem with code not_found", resp.StatusCode, resp.Header.Get("Content-Type"), p)
+	}
+}
+
+func TestHTTPLimitsValidate(t *testing.T) {
+	wait := time.Minute
+	for _, c := range []struct {
+		name string
+		l    api.HTTPLimits
+		ok   bool
+	}{
+		{"defaults", api.HTTPLimits{}, true},
+		{"write timeout above the longest wait", api.HTTPLimits{WriteTimeout: wait + time.Second}, true},
+		{"write timeout at the longest wait", api.HTTPLimits{WriteTimeout: wait}, false},
+		{"negative idle timeout", api.HTTPLimits{IdleTimeout: -time.Second}, false},
+		{"negative rate", api.HTTPLimits{MinRate: -1}, false},
+		{"negative in-flight cap", api.HTTPLimits{MaxInFlight: -1}, false},
+		{"negative per-key cap", api.HTTPLimits{MaxInFlightPerKey: -1}, false},
+	} {
+		if err := c.l.Validate(wait); (err == nil) != c.ok {
+			t.Errorf("%s: got %v, want ok=%v", c.name, err, c.ok)
+		}
 	}
 }
