@@ -18,8 +18,8 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// render runs the steps (and the browser, if any) and streams the outputs
-// to out.
+// render runs the steps (and the browser or office conversion, if any) and
+// streams the outputs to out.
 func render(req *wire.Request, out *bufio.Writer) *wire.Result {
 	tail := newTail(req.StderrTail)
 	res := &wire.Result{}
@@ -29,16 +29,20 @@ func render(req *wire.Request, out *bufio.Writer) *wire.Result {
 			return res
 		}
 	}
-	if req.Browser != nil {
-		if err := browse(req.Browser, req.Env, tail, res); err != nil {
-			res.StderrTail = tail.String()
-			if res.ExitCode == 0 && res.Signal == 0 {
-				res.ExitCode = 1
-			}
-			fmt.Fprintf(tail, "renderbox-agent: %v\n", err)
-			res.StderrTail = tail.String()
-			return res
+	var err error
+	switch {
+	case req.Browser != nil:
+		err = browse(req.Browser, req.Env, tail, res)
+	case req.Office != nil:
+		err = runOffice(req.Office, req.Env, tail, res)
+	}
+	if err != nil {
+		if res.ExitCode == 0 && res.Signal == 0 {
+			res.ExitCode = 1
 		}
+		fmt.Fprintf(tail, "renderbox-agent: %v\n", err)
+		res.StderrTail = tail.String()
+		return res
 	}
 	res.StderrTail = tail.String()
 	files, size, err := listOutputs(wire.OutputDir)

@@ -367,14 +367,11 @@ var catalogue = map[string]*Renderer{
 		MaxInputBytes: 50 << 20,
 		Limits:        sandbox.Limits{Timeout: 120 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20},
 		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+			// The agent runs LibreOffice itself: one booted before the job
+			// when the sandbox was, else a cold soffice --convert-to.
 			return wire.Request{
-				Env: append([]string{"SAL_USE_VCLPLUGIN=svp"}, plainEnv...),
-				Steps: []wire.Step{{Argv: []string{
-					"/usr/lib/libreoffice/program/soffice",
-					"-env:UserInstallation=file://" + wire.WorkDir + "/libreoffice",
-					"--headless", "--invisible", "--norestore", "--nologo", "--nodefault", "--nolockcheck",
-					"--convert-to", "pdf", "--outdir", wire.OutputDir, in.Path,
-				}}},
+				Env:    append([]string{"SAL_USE_VCLPLUGIN=svp"}, plainEnv...),
+				Office: &wire.Office{Input: in.Path, OutDir: wire.OutputDir, Format: wire.OfficePDF},
 			}, nil
 		},
 		rename: func(n string) string {

@@ -10,6 +10,7 @@ import (
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/internal/wire"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
@@ -176,6 +177,22 @@ func TestPrepareJSON(t *testing.T) {
 		if _, err := r.PrepareJSON(samples.PDF("a", 1), []byte(bad[0]), []byte(bad[1])); !errors.Is(err, render.ErrInvalidOptions) {
 			t.Errorf("PrepareJSON(%s, %s) = %v, want invalid options", bad[0], bad[1], err)
 		}
+	}
+}
+
+// office-pdf names only the document: the agent picks LibreOffice's argv
+// (and uses one booted ahead when the sandbox has it).
+func TestOfficeRequestNamesOnlyTheDocument(t *testing.T) {
+	t.Parallel()
+	r, _ := render.Lookup("office-pdf")
+	p, err := r.Prepare(samples.DOCX("a"), nil, render.LimitRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := p.Job.Request
+	want := wire.Office{Input: wire.InputDir + "/input.docx", OutDir: wire.OutputDir, Format: wire.OfficePDF}
+	if req.Office == nil || *req.Office != want || len(req.Steps) != 0 || len(req.Argv) != 0 {
+		t.Errorf("request office %+v, steps %v, argv %v; want office %+v and nothing to run", req.Office, req.Steps, req.Argv, want)
 	}
 }
 

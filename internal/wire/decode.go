@@ -65,7 +65,7 @@ func ReadRequest(r io.Reader, dst io.Writer, maxInput int64) (*Request, error) {
 			req.Steps = []Step{{Argv: req.Argv}}
 			req.Argv = nil
 		}
-		if len(req.Steps) == 0 && req.Browser == nil {
+		if len(req.Steps) == 0 && req.Browser == nil && req.Office == nil {
 			return nil, protoErr("render request has nothing to run")
 		}
 		for _, st := range req.Steps {
@@ -80,6 +80,14 @@ func ReadRequest(r io.Reader, dst io.Writer, maxInput int64) (*Request, error) {
 			if len(b.Argv) == 0 || !path.IsAbs(b.Argv[0]) || !underTmp(b.Page) || !ValidName(b.Output) ||
 				(b.PDF == nil) == (b.Screenshot == nil) {
 				return nil, protoErr("browser request needs an absolute argv[0], a page under /tmp, an output name and exactly one of pdf or screenshot")
+			}
+		}
+		if o := req.Office; o != nil {
+			if req.Browser != nil {
+				return nil, protoErr("render request has both browser and office")
+			}
+			if path.Clean(o.Input) != o.Input || path.Dir(o.Input) != InputDir || !ValidName(path.Base(o.Input)) || !underTmp(o.OutDir) || o.Format != OfficePDF {
+				return nil, protoErr("office request needs an input file in %s, an output directory under /tmp and the format %q", InputDir, OfficePDF)
 			}
 		}
 		if !ValidName(req.InputName) {

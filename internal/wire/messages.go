@@ -26,6 +26,8 @@ type Request struct {
 	// Browser, when set, drives Chromium over the DevTools pipe after the
 	// steps.
 	Browser *Browser `json:"browser,omitempty"`
+	// Office, when set, has LibreOffice convert a document after the steps.
+	Office *Office `json:"office,omitempty"`
 	// Env is the renderer's whole environment (KEY=value).
 	Env []string `json:"env,omitempty"`
 	// InputName is the file name the input is written to under InputDir.
@@ -64,6 +66,22 @@ type Browser struct {
 	Output     string      `json:"output"`
 	PDF        *PDFOptions `json:"pdf,omitempty"`
 	Screenshot *Screenshot `json:"screenshot,omitempty"`
+}
+
+// Office formats a conversion may produce.
+const OfficePDF = "pdf"
+
+// Office is a document for LibreOffice to convert, with macros off and no
+// links updated. The agent picks the program and its flags itself; a
+// sandbox booted ahead of the job has LibreOffice already running and only
+// converts. The output is OutDir/<Input's name without its extension>.<Format>.
+type Office struct {
+	// Input is the document, a file in InputDir.
+	Input string `json:"input"`
+	// OutDir is the directory under /tmp that receives the output.
+	OutDir string `json:"out_dir"`
+	// Format is the output format: OfficePDF.
+	Format string `json:"format"`
 }
 
 // PDFOptions are Page.printToPDF's parameters; lengths in inches.

@@ -62,6 +62,19 @@ func TestReadRequestRejects(t *testing.T) {
 		"unknown mode":    {Mode: "exec", Argv: []string{"/bin/true"}, InputName: "a"},
 		"too much input":  {Mode: ModeProbe, InputSize: 2 << 20},
 		"negative limits": {Mode: ModeProbe, MaxOutputBytes: -1},
+		"office input outside /tmp": {Mode: ModeRender, InputName: "a",
+			Office: &Office{Input: "/etc/passwd", OutDir: OutputDir, Format: OfficePDF}},
+		"office input dotted": {Mode: ModeRender, InputName: "a",
+			Office: &Office{Input: "/tmp/in/../../etc/passwd", OutDir: OutputDir, Format: OfficePDF}},
+		"office output outside /tmp": {Mode: ModeRender, InputName: "a",
+			Office: &Office{Input: "/tmp/in/a", OutDir: "/usr/lib", Format: OfficePDF}},
+		"office input elsewhere in /tmp": {Mode: ModeRender, InputName: "a",
+			Office: &Office{Input: "/tmp/work/a", OutDir: OutputDir, Format: OfficePDF}},
+		"office format": {Mode: ModeRender, InputName: "a",
+			Office: &Office{Input: "/tmp/in/a", OutDir: OutputDir, Format: "html"}},
+		"office and browser": {Mode: ModeRender, InputName: "a",
+			Office:  &Office{Input: "/tmp/in/a", OutDir: OutputDir, Format: OfficePDF},
+			Browser: &Browser{Argv: []string{"/bin/true"}, Page: "/tmp/in/a", Output: "o.pdf", PDF: &PDFOptions{}}},
 	} {
 		var b bytes.Buffer
 		if err := WriteJSON(&b, TypeRequest, req); err != nil {
@@ -70,6 +83,22 @@ func TestReadRequestRejects(t *testing.T) {
 		if _, err := ReadRequest(&b, io.Discard, 1<<20); !errors.Is(err, ErrProtocol) {
 			t.Errorf("%s: ReadRequest = %v, want a protocol error", name, err)
 		}
+	}
+}
+
+func TestReadRequestOffice(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	want := Office{Input: InputDir + "/input.docx", OutDir: OutputDir, Format: OfficePDF}
+	if err := WriteJSON(&b, TypeRequest, &Request{Mode: ModeRender, InputName: "input.docx", Office: &want}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadRequest(&b, io.Discard, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Office == nil || *r.Office != want || len(r.Steps) != 0 {
+		t.Errorf("got office %+v and %d steps, want %+v and none", r.Office, len(r.Steps), want)
 	}
 }
 
