@@ -228,7 +228,7 @@ func TestRequestsInFlightAreCapped(t *testing.T) {
 			// holds its place for the whole wait. It is retried while the
 			// test's own probing takes the place.
 			for {
-				r, err := c.try(nil, "GET", "/v1/jobs/"+id+"?wait=8", key, "", nil, nil)
+				r, err := c.try(nil, "GET", "/v1/jobs/"+id+"?wait=12", key, "", nil, nil)
 				if err != nil {
 					t.Error(err)
 					return
