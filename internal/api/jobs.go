@@ -23,18 +23,20 @@ import (
 
 // jobView is a job as the API shows it.
 type jobView struct {
-	ID         string          `json:"id"`
-	Renderer   string          `json:"renderer"`
-	State      string          `json:"state"`
-	Options    json.RawMessage `json:"options"`
-	Input      inputView       `json:"input"`
-	Attempts   int             `json:"attempts"`
-	CreatedAt  time.Time       `json:"created_at"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
-	Error      *errorView      `json:"error,omitempty"`
-	Outputs    []outputView    `json:"outputs"`
-	Webhook    *webhookView    `json:"webhook,omitempty"`
+	ID       string          `json:"id"`
+	Renderer string          `json:"renderer"`
+	State    string          `json:"state"`
+	Options  json.RawMessage `json:"options"`
+	Input    inputView       `json:"input"`
+	Attempts int             `json:"attempts"`
+	// SandboxMode: cold, prebooted or restored, once a sandbox ran it.
+	SandboxMode string       `json:"sandbox_mode,omitempty"`
+	CreatedAt   time.Time    `json:"created_at"`
+	StartedAt   *time.Time   `json:"started_at,omitempty"`
+	FinishedAt  *time.Time   `json:"finished_at,omitempty"`
+	Error       *errorView   `json:"error,omitempty"`
+	Outputs     []outputView `json:"outputs"`
+	Webhook     *webhookView `json:"webhook,omitempty"`
 }
 
 type inputView struct {
@@ -59,7 +61,7 @@ func view(j ledger.Job) jobView {
 	v := jobView{
 		ID: j.ID, Renderer: j.Renderer, State: string(j.State), Options: j.Options,
 		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize}, Attempts: j.Attempts,
-		CreatedAt: j.CreatedAt.UTC(), Outputs: []outputView{},
+		SandboxMode: j.SandboxMode, CreatedAt: j.CreatedAt.UTC(), Outputs: []outputView{},
 	}
 	if len(v.Options) == 0 {
 		v.Options = json.RawMessage("{}")

@@ -183,8 +183,12 @@ func damagedCases(webp []byte) []hostileCase {
 	return cases
 }
 
+// The corpus runs with the worker's pool on (Chromium restored from a
+// checkpoint, the light tools pre-booted): a pooled sandbox must hold like a
+// cold one, and whatever a hostile job does to it must not reach the next.
 func TestHostileCorpus(t *testing.T) {
-	s := newStack(t, stackOpts{apiArgs: []string{"-max-body-bytes", "8000000"}})
+	s := newStack(t, stackOpts{apiArgs: []string{"-max-body-bytes", "8000000"},
+		workerArgs: []string{"-pool-size", "chromium=1,office=0,light=1", "-pool-restore", "chromium"}})
 	c := s.client
 	key := s.key("mallory")
 	extractor := testenv.Manager(t, sandbox.Config{})
@@ -242,12 +246,22 @@ func TestHostileCorpus(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(8 * time.Minute)
+	modes := map[string]int{}
+	defer func() {
+		t.Logf("sandboxes by mode: %v", modes)
+		if modes[sandbox.ModeRestored] == 0 || modes[sandbox.ModePrebooted] == 0 {
+			t.Errorf("sandboxes by mode %v: want some restored (chromium) and some prebooted (light)", modes)
+		}
+	}()
 	for _, tc := range cases {
 		id, ok := ids[tc.name]
 		if !ok {
 			continue
 		}
 		j := waitEnded(t, c, key, id, time.Until(deadline))
+		if j.SandboxMode != "" {
+			modes[j.SandboxMode]++
+		}
 		got := j.State
 		if j.Error != nil {
 			got += ":" + j.Error.Code

@@ -22,6 +22,9 @@ type Job struct {
 	ErrorCode    string // set when State is failed or canceled
 	ErrorMessage string
 	Attempts     int // how many times a worker started the job
+	// SandboxMode is how the sandbox of the job's last attempt was made:
+	// cold, prebooted or restored; "" until a sandbox ran it.
+	SandboxMode string
 
 	CreatedAt  time.Time // CreateJob uses the current time when zero
 	StartedAt  time.Time // start of the latest attempt; zero until one starts
@@ -57,6 +60,7 @@ type FinishOptions struct {
 	ErrorMessage string
 	Outputs      []Output
 	At           time.Time // finish time; the current time when zero
+	SandboxMode  string    // cold, prebooted, restored; "" when no sandbox ran
 }
 
 func (o FinishOptions) check() error {

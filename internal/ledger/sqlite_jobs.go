@@ -36,7 +36,7 @@ func validJobID(id string) bool {
 // jobColumns is the column list scanJob reads, in order.
 const jobColumns = `id, owner, renderer, options, input_sha256, input_size, callback_url,
 	idempotency_key, state, error_code, error_message, attempts,
-	created_at, started_at, finished_at, outputs`
+	created_at, started_at, finished_at, outputs, sandbox_mode`
 
 // live is the SQL set of non-terminal states: the only ones a job may leave.
 const live = `('queued', 'running')`
@@ -237,9 +237,9 @@ func (s *SQLite) Finish(ctx context.Context, id string, opts FinishOptions) (boo
 	var moved bool
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE jobs
-			SET state = ?, error_code = ?, error_message = ?, outputs = ?, finished_at = ?
+			SET state = ?, error_code = ?, error_message = ?, outputs = ?, finished_at = ?, sandbox_mode = ?
 			WHERE id = ? AND state IN `+live,
-			string(opts.State), opts.ErrorCode, opts.ErrorMessage, string(manifest), toNanos(opts.At), id)
+			string(opts.State), opts.ErrorCode, opts.ErrorMessage, string(manifest), toNanos(opts.At), opts.SandboxMode, id)
 		if err != nil {
 			return err
 		}
@@ -323,7 +323,7 @@ func scanJob(row scanner) (Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.Owner, &j.Renderer, &options, &j.InputSHA256, &j.InputSize, &j.CallbackURL,
 		&idem, &state, &j.ErrorCode, &j.ErrorMessage, &j.Attempts,
-		&created, &started, &finished, &outputs)
+		&created, &started, &finished, &outputs, &j.SandboxMode)
 	if err != nil {
 		return Job{}, err
 	}

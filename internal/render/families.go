@@ -18,8 +18,8 @@ const (
 // are charged to the sandbox's memory limit either way).
 const lightTmp = 512 << 20
 
-// Family returns the renderer's family; "" for a diagnostic renderer,
-// which always runs cold.
+// Family returns the renderer's family. The diagnostic renderer
+// (sandbox-probe) is light: it tries its escapes from where they run.
 func (r *Renderer) Family() string {
 	switch r.Name {
 	case "html-pdf", "html-png", "markdown-pdf":
@@ -27,10 +27,7 @@ func (r *Renderer) Family() string {
 	case "office-pdf":
 		return FamilyOffice
 	}
-	if _, ok := catalogue[r.Name]; ok {
-		return FamilyLight
-	}
-	return ""
+	return FamilyLight
 }
 
 // PoolFamilies returns each family's pool: what its sandboxes boot and the

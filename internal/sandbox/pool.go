@@ -113,7 +113,8 @@ type family struct {
 	idle     []*pooled
 	lastMem  int64 // memory of the last filled sandbox, for the budget
 	image    *image
-	failures int // consecutive failed fills
+	failures int  // consecutive failed fills
+	wasFull  bool // said so in the log already
 }
 
 type pooled struct {
@@ -408,7 +409,13 @@ func (p *Pool) fill(ctx context.Context, f *family) error {
 	f.mu.Lock()
 	f.idle = append(f.idle, pd)
 	f.lastMem = pd.mem
+	full := len(f.idle) >= f.cfg.Size && !f.wasFull
+	f.wasFull = f.wasFull || full
 	f.mu.Unlock()
+	if full {
+		// Once per family: operators and tests learn when it is warm.
+		p.m.log.Info("pool: family full", "family", f.cfg.Name, "idle", f.cfg.Size, "mode", mode, "idle_memory_bytes", pd.mem)
+	}
 	p.event(PoolEvent{Family: f.cfg.Name, Kind: "fill", Mode: mode, Duration: time.Since(t)})
 	return nil
 }

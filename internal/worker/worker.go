@@ -132,7 +132,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	plan.Job.Input = bytes.NewReader(input)
 	start := time.Now()
 	done := h.Metrics.start(p.Accepted)
-	res, mode, runErr := h.run(ctx, r, plan.Job)
+	res, mode, runErr := h.run(ctx, r, plan.Job, input)
 	done()
 	outcome := sandbox.OutcomeOf(runErr)
 	h.Metrics.observe(p.Renderer, outcome, mode, res)
@@ -173,10 +173,16 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 
 // run runs the job in a sandbox from the pool when its family has one
 // ready, else in a cold one, and says which.
-func (h *Handler) run(ctx context.Context, r *render.Renderer, job sandbox.Job) (*sandbox.Result, string, error) {
+func (h *Handler) run(ctx context.Context, r *render.Renderer, job sandbox.Job, input []byte) (*sandbox.Result, string, error) {
 	if sb, mode := h.Pool.Take(ctx, r.Family(), job.Limits); sb != nil {
 		res, err := h.Manager.RunIn(ctx, sb, job)
-		return res, mode, err
+		if sandbox.OutcomeOf(err) != sandbox.SandboxFailure || ctx.Err() != nil {
+			return res, mode, err
+		}
+		// A pool sandbox that broke (it died while idle, its restore went
+		// wrong) costs the job nothing: it runs again, cold, at once.
+		h.Logger.Warn("a pooled sandbox failed; running the job cold", "sandbox_id", res.SandboxID, "sandbox_mode", mode, "err", err)
+		job.Input = bytes.NewReader(input)
 	}
 	res, err := h.Manager.Run(ctx, job)
 	return res, sandbox.ModeCold, err
