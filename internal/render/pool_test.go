@@ -42,13 +42,13 @@ func waitIdle(t *testing.T, p *sandbox.Pool, name string, n int, within time.Dur
 
 // renderIn renders input with the named renderer in a sandbox from the
 // pool, and fails unless the pool had one of mode.
-func renderIn(t *testing.T, m *sandbox.Manager, p *sandbox.Pool, name string, input []byte, mode string) (map[string][]byte, time.Duration) {
+func renderIn(t *testing.T, m *sandbox.Manager, p *sandbox.Pool, name string, input []byte, opts map[string]any, mode string) (map[string][]byte, time.Duration) {
 	t.Helper()
 	r, err := render.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := r.Prepare(input, nil, render.LimitRequest{})
+	plan, err := r.Prepare(input, opts, render.LimitRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,20 +70,47 @@ func renderIn(t *testing.T, m *sandbox.Manager, p *sandbox.Pool, name string, in
 	return out, took
 }
 
+// Pages that leave state in the browser (a cookie, local storage, a cache
+// entry) and pages that look for it.
+var (
+	leaveState = []byte(`<!doctype html><html><body><p id="o">left</p><script>
+document.cookie = "rbxcookie=COOKIE-LEFT; max-age=86400";
+localStorage.setItem("rbx", "STORAGE-LEFT");
+document.getElementById("o").textContent = "left: [" + document.cookie + "] [" + localStorage.getItem("rbx") + "]";
+</script></body></html>`)
+	lookForState = []byte(`<!doctype html><html><body><p id="o">nothing</p><script>
+document.getElementById("o").textContent = "seen: [" + document.cookie + "] [" + (localStorage.getItem("rbx") || "") + "]";
+</script></body></html>`)
+)
+
+// A pooled Chromium, booted or restored, prints; and what one job's page
+// leaves in the browser is absent in the next job's, from the same pool.
 func TestWarmChromiumPrints(t *testing.T) {
 	for _, restore := range []bool{false, true} {
 		mode := map[bool]string{false: sandbox.ModePrebooted, true: sandbox.ModeRestored}[restore]
 		t.Run(mode, func(t *testing.T) {
 			m := testenv.Manager(t, sandbox.Config{})
 			p := poolOf(t, m, render.FamilyChromium, 1, restore)
-			for i := 0; i < 2; i++ {
-				waitIdle(t, p, render.FamilyChromium, 1, 2*time.Minute)
-				out, took := renderIn(t, m, p, "html-pdf", samples.HTMLTable(30), mode)
-				text := pdfText(t, m, out["output.pdf"])
-				if !strings.Contains(text, "row 30") {
-					t.Errorf("job %d: the PDF's text lacks the table's last row: %q", i, text)
-				}
-				t.Logf("job %d in a %s sandbox: %s", i, mode, took)
+			out, took := renderIn(t, m, p, "html-pdf", samples.HTMLTable(30), nil, mode)
+			if text := pdfText(t, m, out["output.pdf"]); !strings.Contains(text, "row 30") {
+				t.Errorf("the PDF's text lacks the table's last row: %q", text)
+			}
+			t.Logf("html-pdf in a %s sandbox: %s", mode, took)
+			js := map[string]any{"javascript": true}
+			waitIdle(t, p, render.FamilyChromium, 1, 2*time.Minute)
+			out, _ = renderIn(t, m, p, "html-pdf", leaveState, js, mode)
+			// Within one job the state is there: the check below can fail.
+			if text := pdfText(t, m, out["output.pdf"]); !strings.Contains(text, "COOKIE-LEFT") || !strings.Contains(text, "STORAGE-LEFT") {
+				t.Fatalf("the page that leaves state does not see its own: %q", text)
+			}
+			waitIdle(t, p, render.FamilyChromium, 1, 2*time.Minute)
+			out, _ = renderIn(t, m, p, "html-pdf", lookForState, js, mode)
+			text := pdfText(t, m, out["output.pdf"])
+			if !strings.Contains(text, "seen: [") {
+				t.Fatalf("the page that looks for state did not run: %q", text)
+			}
+			if strings.Contains(text, "COOKIE-LEFT") || strings.Contains(text, "STORAGE-LEFT") {
+				t.Errorf("the next job sees the previous job's browser state: %q", text)
 			}
 		})
 	}
