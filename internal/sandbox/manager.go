@@ -208,53 +208,60 @@ const waitGrace = 2 * time.Second
 // returning. A non-nil error is an *Error whose Outcome classifies the
 // failure; the Result is returned either way, for its timings.
 func (m *Manager) Run(ctx context.Context, job Job) (*Result, error) {
-	lim := job.Limits
-	if lim == (Limits{}) {
-		lim = m.cfg.Limits
-	}
-	lim = lim.WithDefaults()
-	res := &Result{ExitStatus: -1}
-	t0 := time.Now()
-	sb, err := m.Prepare(ctx, lim)
-	res.Timings.Create = time.Since(t0)
-	if err != nil {
-		if o := ctxOutcome(ctx); o != "" {
-			return res, fail(o, err, "the job ended before its sandbox was created")
-		}
-		return res, fail(SandboxFailure, err, "creating the sandbox")
-	}
-	res.SandboxID = sb.ID
-	log := m.log.With("sandbox_id", sb.ID)
-	defer func() {
-		t := time.Now()
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := sb.Destroy(cctx); derr != nil {
-			log.Error("destroying sandbox", "err", derr)
-		}
-		res.Timings.Teardown = time.Since(t)
-	}()
-	err = m.runIn(ctx, sb, job, res)
-	if err != nil {
-		log.Info("sandbox job failed", "outcome", OutcomeOf(err), "err", err)
-	}
-	return res, err
+	return m.RunThen(ctx, nil, job, nil)
 }
 
 // RunIn runs job in a sandbox from Prepare (for instance from a pool) and
 // destroys it before returning. The sandbox's limits apply, not job.Limits.
 func (m *Manager) RunIn(ctx context.Context, sb *Sandbox, job Job) (*Result, error) {
-	res := &Result{ExitStatus: -1, SandboxID: sb.ID}
-	defer func() {
-		t := time.Now()
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := sb.Destroy(cctx); derr != nil {
-			m.log.Error("destroying sandbox", "sandbox_id", sb.ID, "err", derr)
+	return m.RunThen(ctx, sb, job, nil)
+}
+
+// RunThen runs job in sb (a fresh sandbox when sb is nil) and calls then,
+// if set, with the result before the sandbox is destroyed: whatever then
+// does (storing outputs, reporting the result) does not wait for the
+// teardown, which still ends before RunThen returns. The sandbox is
+// stopped by then: its agent has exited or been killed.
+func (m *Manager) RunThen(ctx context.Context, sb *Sandbox, job Job, then func(*Result, error)) (*Result, error) {
+	res := &Result{ExitStatus: -1}
+	if sb == nil {
+		lim := job.Limits
+		if lim == (Limits{}) {
+			lim = m.cfg.Limits
 		}
-		res.Timings.Teardown = time.Since(t)
-	}()
-	return res, m.runIn(ctx, sb, job, res)
+		t0 := time.Now()
+		var err error
+		sb, err = m.Prepare(ctx, lim.WithDefaults())
+		res.Timings.Create = time.Since(t0)
+		if err != nil {
+			if o := ctxOutcome(ctx); o != "" {
+				err = fail(o, err, "the job ended before its sandbox was created")
+			} else {
+				err = fail(SandboxFailure, err, "creating the sandbox")
+			}
+			if then != nil {
+				then(res, err)
+			}
+			return res, err
+		}
+	}
+	res.SandboxID = sb.ID
+	log := m.log.With("sandbox_id", sb.ID)
+	err := m.runIn(ctx, sb, job, res)
+	if err != nil {
+		log.Info("sandbox job failed", "outcome", OutcomeOf(err), "err", err)
+	}
+	if then != nil {
+		then(res, err)
+	}
+	t := time.Now()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if derr := sb.Destroy(cctx); derr != nil {
+		log.Error("destroying sandbox", "err", derr)
+	}
+	res.Timings.Teardown = time.Since(t)
+	return res, err
 }
 
 // ctxOutcome tells a canceled job from a timed-out one by the context's

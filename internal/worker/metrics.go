@@ -120,14 +120,23 @@ func (m *Metrics) observe(renderer string, o sandbox.Outcome, mode string, res *
 	if res == nil {
 		return
 	}
+	// Teardown comes after the result is reported: see teardown.
 	for phase, d := range map[string]float64{
 		"create": res.Timings.Create.Seconds(), "start": res.Timings.Start.Seconds(),
-		"render": res.Timings.Render.Seconds(), "teardown": res.Timings.Teardown.Seconds(),
+		"render": res.Timings.Render.Seconds(),
 	} {
 		if d > 0 {
 			m.Phase.WithLabelValues(renderer, phase).Observe(d)
 		}
 	}
+}
+
+// teardown records how long destroying a job's sandbox took.
+func (m *Metrics) teardown(renderer string, res *sandbox.Result) {
+	if m == nil || res == nil || res.Timings.Teardown <= 0 {
+		return
+	}
+	m.Phase.WithLabelValues(renderer, "teardown").Observe(res.Timings.Teardown.Seconds())
 }
 
 // start records an attempt's start and returns the func that ends it.

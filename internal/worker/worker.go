@@ -132,8 +132,18 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	plan.Job.Input = bytes.NewReader(input)
 	start := time.Now()
 	done := h.Metrics.start(p.Accepted)
-	res, mode, runErr := h.run(ctx, r, plan.Job, input)
+	var ret error
+	// The result is stored and reported before the sandbox's teardown.
+	h.run(ctx, r, plan.Job, input, func(res *sandbox.Result, mode string, runErr error) {
+		ret = h.report(ctx, log, p, r, res, mode, runErr, start)
+	})
 	done()
+	return ret
+}
+
+// report stores a run's outputs and reports its result, and says what
+// asynq should do with the task.
+func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload, r *render.Renderer, res *sandbox.Result, mode string, runErr error, start time.Time) error {
 	outcome := sandbox.OutcomeOf(runErr)
 	h.Metrics.observe(p.Renderer, outcome, mode, res)
 	log = log.With("sandbox_id", res.SandboxID, "sandbox_mode", mode, "outcome", outcome, "seconds", time.Since(start).Seconds())
@@ -172,20 +182,29 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 }
 
 // run runs the job in a sandbox from the pool when its family has one
-// ready, else in a cold one, and says which.
-func (h *Handler) run(ctx context.Context, r *render.Renderer, job sandbox.Job, input []byte) (*sandbox.Result, string, error) {
+// ready, else in a cold one, and calls then with the result and the
+// sandbox's mode before the sandbox is torn down.
+func (h *Handler) run(ctx context.Context, r *render.Renderer, job sandbox.Job, input []byte, then func(*sandbox.Result, string, error)) {
 	if sb, mode := h.Pool.Take(ctx, r.Family(), job.Limits); sb != nil {
-		res, err := h.Manager.RunIn(ctx, sb, job)
-		if sandbox.OutcomeOf(err) != sandbox.SandboxFailure || ctx.Err() != nil {
-			return res, mode, err
+		broken := false
+		res, err := h.Manager.RunThen(ctx, sb, job, func(res *sandbox.Result, err error) {
+			// A pool sandbox that broke (it died while idle, its restore
+			// went wrong) costs the job nothing: it runs again, cold.
+			if broken = sandbox.OutcomeOf(err) == sandbox.SandboxFailure && ctx.Err() == nil; !broken {
+				then(res, mode, err)
+			}
+		})
+		h.Metrics.teardown(r.Name, res)
+		if !broken {
+			return
 		}
-		// A pool sandbox that broke (it died while idle, its restore went
-		// wrong) costs the job nothing: it runs again, cold, at once.
 		h.Logger.Warn("a pooled sandbox failed; running the job cold", "sandbox_id", res.SandboxID, "sandbox_mode", mode, "err", err)
 		job.Input = bytes.NewReader(input)
 	}
-	res, err := h.Manager.Run(ctx, job)
-	return res, sandbox.ModeCold, err
+	res, _ := h.Manager.RunThen(ctx, nil, job, func(res *sandbox.Result, err error) {
+		then(res, sandbox.ModeCold, err)
+	})
+	h.Metrics.teardown(r.Name, res)
 }
 
 func lastAttempt(ctx context.Context) bool {
