@@ -153,8 +153,8 @@ func TestIdleSandboxThatDiesIsReplaced(t *testing.T) {
 	}
 }
 
+// Not parallel: it times a kill.
 func TestPooledJobGetsItsLowerLimits(t *testing.T) {
-	t.Parallel()
 	m := testenv.Manager(t, sandbox.Config{})
 	pool := sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 1 << 30, Pids: 512, CPUs: 1}
 	p := lightPool(t, m, 2, pool)
@@ -202,8 +202,8 @@ func TestPooledJobGetsItsLowerLimits(t *testing.T) {
 	}
 }
 
+// Not parallel: it times a kill.
 func TestPooledJobCanceledWithinASecond(t *testing.T) {
-	t.Parallel()
 	m := testenv.Manager(t, sandbox.Config{})
 	lim := sandbox.Limits{Timeout: 30 * time.Second}
 	p := lightPool(t, m, 1, lim)
