@@ -2,12 +2,10 @@ package api
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -97,93 +95,7 @@ type submission struct {
 	CallbackURL string
 }
 
-// jsonSubmission is the JSON form of POST /v1/jobs.
-type jsonSubmission struct {
-	Renderer    string          `json:"renderer"`
-	InputBase64 string          `json:"input_base64"`
-	Options     json.RawMessage `json:"options,omitempty"`
-	Limits      json.RawMessage `json:"limits,omitempty"`
-	CallbackURL string          `json:"callback_url,omitempty"`
-}
-
 var errBadRequest = errors.New("bad request")
-
-// parseSubmission reads a multipart or JSON submission. Errors wrap
-// errBadRequest, or are *http.MaxBytesError when the body is too large.
-func parseSubmission(r *http.Request) (*submission, error) {
-	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil {
-		return nil, fmt.Errorf("%w: Content-Type must be multipart/form-data or application/json", errBadRequest)
-	}
-	switch ct {
-	case "application/json":
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		var js jsonSubmission
-		if err := dec.Decode(&js); err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("%w: decoding the JSON body: %v", errBadRequest, err)
-		}
-		input, err := base64.StdEncoding.DecodeString(js.InputBase64)
-		if err != nil {
-			return nil, fmt.Errorf("%w: input_base64 is not valid base64: %v", errBadRequest, err)
-		}
-		return &submission{Renderer: js.Renderer, Input: input, Options: js.Options, Limits: js.Limits, CallbackURL: js.CallbackURL}, nil
-	case "multipart/form-data":
-		if params["boundary"] == "" {
-			return nil, fmt.Errorf("%w: multipart body without a boundary", errBadRequest)
-		}
-		mr, err := r.MultipartReader()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errBadRequest, err)
-		}
-		sub := &submission{}
-		seenFile := false
-		for {
-			part, err := mr.NextPart()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				var mbe *http.MaxBytesError
-				if errors.As(err, &mbe) {
-					return nil, err
-				}
-				return nil, fmt.Errorf("%w: reading the multipart body: %v", errBadRequest, err)
-			}
-			data, err := io.ReadAll(part)
-			if err != nil {
-				var mbe *http.MaxBytesError
-				if errors.As(err, &mbe) {
-					return nil, err
-				}
-				return nil, fmt.Errorf("%w: reading part %q: %v", errBadRequest, part.FormName(), err)
-			}
-			switch part.FormName() {
-			case "renderer":
-				sub.Renderer = string(data)
-			case "file":
-				sub.Input, seenFile = data, true
-			case "options":
-				sub.Options = data
-			case "limits":
-				sub.Limits = data
-			case "callback_url":
-				sub.CallbackURL = string(data)
-			default:
-				return nil, fmt.Errorf("%w: unknown form field %q (renderer, file, options, limits, callback_url)", errBadRequest, part.FormName())
-			}
-		}
-		if !seenFile {
-			return nil, fmt.Errorf("%w: the multipart body has no file part", errBadRequest)
-		}
-		return sub, nil
-	}
-	return nil, fmt.Errorf("%w: Content-Type %q is not multipart/form-data or application/json", errBadRequest, ct)
-}
 
 func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	key := keyOf(r)
@@ -197,20 +109,23 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, s.Limits.MaxBodyBytes)
-	sub, err := parseSubmission(r)
+	idem := r.Header.Get("Idempotency-Key")
+	if err := ledger.CheckIdempotencyKey(idem); err != nil {
+		problem(w, http.StatusBadRequest, "invalid_idempotency_key", err.Error())
+		return
+	}
+	lookup := render.Lookup
+	if s.Diagnostics {
+		lookup = render.LookupWithDiagnostics
+	}
+	sub, rd, err := readSubmission(r, s.Limits.MaxBodyBytes, lookup)
 	if err != nil && bodyTooSlow(r) {
 		w.Header().Set("Connection", "close")
 		problem(w, http.StatusRequestTimeout, "request_timeout", fmt.Sprintf("the request body arrived slower than %d bytes/s after a grace of %s", s.HTTP.MinRate, s.HTTP.BodyTimeout))
 		return
 	}
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			problem(w, http.StatusRequestEntityTooLarge, "input_too_large", fmt.Sprintf("the request body is over %d bytes", s.Limits.MaxBodyBytes))
-			return
-		}
-		problem(w, http.StatusBadRequest, "invalid_request", err.Error())
+		intakeProblem(w, err)
 		return
 	}
 	if sub.CallbackURL != "" {
@@ -222,15 +137,6 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 			problem(w, http.StatusBadRequest, "invalid_callback_url", err.Error())
 			return
 		}
-	}
-	lookup := render.Lookup
-	if s.Diagnostics {
-		lookup = render.LookupWithDiagnostics
-	}
-	rd, err := lookup(sub.Renderer)
-	if err != nil {
-		renderProblem(w, err)
-		return
 	}
 	plan, err := rd.PrepareJSON(sub.Input, sub.Options, sub.Limits)
 	if err != nil {
@@ -249,18 +155,20 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := sha256.Sum256(sub.Input)
 	opts, _ := json.Marshal(plan.Options)
-	job, created, err := s.Ledger.CreateJob(ctx, ledger.Job{
-		Owner: key.ID, Renderer: rd.Name, Options: opts, InputSHA256: hex.EncodeToString(sum[:]),
-		InputSize: int64(len(sub.Input)), IdempotencyKey: r.Header.Get("Idempotency-Key"), CallbackURL: sub.CallbackURL,
-	})
+	limits, _ := json.Marshal(plan.Request)
+	want := ledger.Job{
+		Owner: key.ID, Renderer: rd.Name, Options: opts, Limits: limits, InputSHA256: hex.EncodeToString(sum[:]),
+		InputSize: int64(len(sub.Input)), IdempotencyKey: idem, CallbackURL: sub.CallbackURL,
+	}
+	job, created, err := s.Ledger.CreateJob(ctx, want)
 	if err != nil {
 		s.Logger.Error("recording a job", "err", err)
 		problem(w, http.StatusInternalServerError, "internal", "recording the job failed")
 		return
 	}
 	if !created {
-		if job.Renderer != rd.Name || job.InputSHA256 != hex.EncodeToString(sum[:]) || job.CallbackURL != sub.CallbackURL {
-			problem(w, http.StatusUnprocessableEntity, "idempotency_conflict", "this Idempotency-Key was used for a different request")
+		if what := ledger.Differs(job, want); what != "" {
+			problem(w, http.StatusUnprocessableEntity, "idempotency_conflict", "this Idempotency-Key was used for a request with another "+what)
 			return
 		}
 		s.respondJob(w, r, job, wait, http.StatusOK)
@@ -287,8 +195,10 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	// An attempt may run the sandbox's whole time limit plus its set-up
 	// and tear-down; asynq's deadline stays outside the sandbox's.
 	timeout := plan.Limits.Sandbox.Timeout + 2*time.Minute
+	// The task carries the validated limits, never the client's text
+	// (issue 10: 20 MB of repeated keys went into Redis as they came).
 	err := s.Queue.Enqueue(ctx, queue.Payload{
-		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: job.Options, Limits: sub.Limits,
+		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: job.Options, Limits: job.Limits,
 		Accepted: job.CreatedAt,
 	}, timeout, s.Limits.MaxRetry)
 	if errors.Is(err, queue.ErrDuplicate) {

@@ -36,3 +36,23 @@ func renderProblem(w http.ResponseWriter, err error) {
 		problem(w, http.StatusInternalServerError, "internal", "validating the request failed")
 	}
 }
+
+// intakeProblem answers a submission that could not be read. A refusal in
+// the middle of a body closes the connection rather than read the rest.
+func intakeProblem(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		w.Header().Set("Connection", "close")
+		problem(w, http.StatusRequestEntityTooLarge, "input_too_large", err.Error())
+	case errors.Is(err, errFieldTooLarge):
+		w.Header().Set("Connection", "close")
+		problem(w, http.StatusRequestEntityTooLarge, "field_too_large", err.Error())
+	case errors.Is(err, render.ErrInputTooLarge):
+		w.Header().Set("Connection", "close")
+		renderProblem(w, err)
+	case errors.Is(err, errBadRequest):
+		problem(w, http.StatusBadRequest, "invalid_request", err.Error())
+	default:
+		renderProblem(w, err)
+	}
+}

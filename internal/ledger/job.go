@@ -13,6 +13,7 @@ type Job struct {
 
 	Renderer       string
 	Options        json.RawMessage // renderer options as JSON; CreateJob stores {} when empty
+	Limits         json.RawMessage // the validated limit request as JSON; CreateJob stores {} when empty
 	InputSHA256    string          // hex digest of the input bytes
 	InputSize      int64
 	CallbackURL    string

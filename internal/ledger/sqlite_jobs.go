@@ -36,7 +36,7 @@ func validJobID(id string) bool {
 // jobColumns is the column list scanJob reads, in order.
 const jobColumns = `id, owner, renderer, options, input_sha256, input_size, callback_url,
 	idempotency_key, state, error_code, error_message, attempts,
-	created_at, started_at, finished_at, outputs, sandbox_mode`
+	created_at, started_at, finished_at, outputs, sandbox_mode, limits`
 
 // live is the SQL set of non-terminal states: the only ones a job may leave.
 const live = `('queued', 'running')`
@@ -56,8 +56,14 @@ func (s *SQLite) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 	if len(j.Options) == 0 {
 		j.Options = json.RawMessage(`{}`)
 	}
-	if !json.Valid(j.Options) {
-		return Job{}, false, fmt.Errorf("create job: options are not valid JSON (send a JSON object): %w", ErrInvalid)
+	if len(j.Limits) == 0 {
+		j.Limits = json.RawMessage(`{}`)
+	}
+	if !json.Valid(j.Options) || !json.Valid(j.Limits) {
+		return Job{}, false, fmt.Errorf("create job: options or limits are not valid JSON (send a JSON object): %w", ErrInvalid)
+	}
+	if err := CheckIdempotencyKey(j.IdempotencyKey); err != nil {
+		return Job{}, false, fmt.Errorf("create job: %w", err)
 	}
 	if j.ID == "" {
 		h, err := randomHex(jobIDBytes)
@@ -82,11 +88,11 @@ func (s *SQLite) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 		// duplicate id still fails, as it should.
 		res, err := tx.ExecContext(ctx, `INSERT INTO jobs
 			(id, owner, renderer, options, input_sha256, input_size, callback_url,
-			 idempotency_key, state, attempts, created_at, outputs)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '[]')
+			 idempotency_key, state, attempts, created_at, outputs, limits)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '[]', ?)
 			ON CONFLICT (owner, idempotency_key) DO NOTHING`,
 			j.ID, j.Owner, j.Renderer, string(j.Options), j.InputSHA256, j.InputSize, j.CallbackURL,
-			nullString(j.IdempotencyKey), string(StateQueued), toNanos(j.CreatedAt))
+			nullString(j.IdempotencyKey), string(StateQueued), toNanos(j.CreatedAt), string(j.Limits))
 		if err != nil {
 			return err
 		}
@@ -317,17 +323,18 @@ func scanJob(row scanner) (Job, error) {
 	var (
 		j                       Job
 		options, state, outputs string
+		limits                  string
 		idem                    sql.NullString
 		created                 int64
 		started, finished       sql.NullInt64
 	)
 	err := row.Scan(&j.ID, &j.Owner, &j.Renderer, &options, &j.InputSHA256, &j.InputSize, &j.CallbackURL,
 		&idem, &state, &j.ErrorCode, &j.ErrorMessage, &j.Attempts,
-		&created, &started, &finished, &outputs, &j.SandboxMode)
+		&created, &started, &finished, &outputs, &j.SandboxMode, &limits)
 	if err != nil {
 		return Job{}, err
 	}
-	j.Options = json.RawMessage(options)
+	j.Options, j.Limits = json.RawMessage(options), json.RawMessage(limits)
 	j.IdempotencyKey = idem.String
 	j.State = State(state)
 	j.CreatedAt, j.StartedAt, j.FinishedAt = fromNanos(created), fromNullNanos(started), fromNullNanos(finished)

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -63,28 +61,21 @@ func (v Values) IntOr(k string, d int) int {
 }
 
 // validate checks opts against schema and returns the typed values with
-// defaults. Unknown options are rejected, all named in one error.
+// defaults. An unknown option is refused by name (the first in order, if
+// several; DecodeOptions stops at the first one it meets).
 func validate(renderer string, schema []Option, opts map[string]any) (Values, error) {
 	byName := map[string]*Option{}
 	for i := range schema {
 		byName[schema[i].Name] = &schema[i]
 	}
-	var unknown []string
+	first, found := "", false
 	for k := range opts {
-		if byName[k] == nil {
-			unknown = append(unknown, strconv.Quote(k))
+		if byName[k] == nil && (!found || k < first) {
+			first, found = k, true
 		}
 	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		var known []string
-		for _, o := range schema {
-			known = append(known, o.Name)
-		}
-		if len(known) == 0 {
-			return nil, fmt.Errorf("%w: %s takes no options, got %s", ErrInvalidOptions, renderer, strings.Join(unknown, ", "))
-		}
-		return nil, fmt.Errorf("%w: unknown option %s for %s (known: %s)", ErrInvalidOptions, strings.Join(unknown, ", "), renderer, strings.Join(known, ", "))
+	if found {
+		return nil, unknownOption(renderer, schema, first)
 	}
 	vals := Values{}
 	for _, o := range schema {

@@ -126,6 +126,10 @@ func (r *Renderer) EffectiveLimits(req LimitRequest) (Limits, error) {
 			return false, nil
 		case got < 0 || math.IsNaN(got):
 			return false, fmt.Errorf("%w: limit %s must be positive, got %v", ErrInvalidOptions, name, got)
+		case name == "timeout_seconds" && got < MinTimeout:
+			// 1e-10 s rounds to a zero Duration, which means the
+			// renderer's default: a lowered limit would raise it.
+			return false, fmt.Errorf("%w: limit timeout_seconds must be at least %g (1 ms), got %v", ErrInvalidOptions, MinTimeout, got)
 		case max == 0:
 			return false, fmt.Errorf("%w: limit %s does not apply to %s", ErrInvalidOptions, name, r.Name)
 		case got > max:
@@ -175,7 +179,10 @@ type Plan struct {
 	InputType string
 	Options   Values
 	Limits    Limits
-	Job       sandbox.Job
+	// Request is the validated limit request: what a queued job carries
+	// instead of the client's text.
+	Request LimitRequest
+	Job     sandbox.Job
 }
 
 // Prepare validates the input, options and limits against the renderer and
@@ -192,7 +199,10 @@ func (r *Renderer) Prepare(input []byte, options map[string]any, limits LimitReq
 	if err != nil {
 		return nil, err
 	}
-	got := Sniff(input)
+	got, err := sniff(input)
+	if err != nil {
+		return nil, err
+	}
 	ok := false
 	for _, t := range r.Inputs {
 		ok = ok || t == got
@@ -213,25 +223,20 @@ func (r *Renderer) Prepare(input []byte, options map[string]any, limits LimitReq
 	req.Mode = wire.ModeRender
 	req.InputName = path.Base(in.Path)
 	req.InputSize = int64(len(input))
-	return &Plan{Renderer: r, InputType: got, Options: vals, Limits: lim, Job: sandbox.Job{Request: req, Limits: lim.Sandbox}}, nil
+	return &Plan{Renderer: r, InputType: got, Options: vals, Limits: lim, Request: limits, Job: sandbox.Job{Request: req, Limits: lim.Sandbox}}, nil
 }
 
 // PrepareJSON is Prepare with options and limits as raw JSON objects (as
-// the API receives them); either may be empty.
+// the API receives them); either may be empty. Each is bounded in size and
+// read key by key: the first unknown key ends the parse.
 func (r *Renderer) PrepareJSON(input []byte, options, limits json.RawMessage) (*Plan, error) {
-	var opts map[string]any
-	if len(options) > 0 && string(options) != "null" {
-		if err := json.Unmarshal(options, &opts); err != nil {
-			return nil, fmt.Errorf("%w: options must be a JSON object: %v", ErrInvalidOptions, err)
-		}
+	opts, err := r.DecodeOptions(options)
+	if err != nil {
+		return nil, err
 	}
-	var lim LimitRequest
-	if len(limits) > 0 && string(limits) != "null" {
-		dec := json.NewDecoder(strings.NewReader(string(limits)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&lim); err != nil {
-			return nil, fmt.Errorf("%w: limits: %v", ErrInvalidOptions, err)
-		}
+	lim, err := DecodeLimits(limits)
+	if err != nil {
+		return nil, err
 	}
 	return r.Prepare(input, opts, lim)
 }

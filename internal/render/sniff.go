@@ -1,7 +1,6 @@
 package render
 
 import (
-	"archive/zip"
 	"bytes"
 	"image"
 	_ "image/gif" // header decoders for the megapixel check
@@ -40,11 +39,19 @@ const (
 )
 
 // Sniff returns the media type of input judged from its bytes alone. It
-// reads headers and, for ZIP containers, the central directory; it never
-// decompresses or decodes content.
+// reads headers and, for ZIP containers, the central directory's names; it
+// never decompresses or decodes content. A ZIP whose directory is over the
+// caps is application/zip here; Prepare refuses it.
 func Sniff(input []byte) string {
+	t, _ := sniff(input)
+	return t
+}
+
+// sniff is Sniff with the refusal of a ZIP directory over MaxZipEntries or
+// MaxZipDirectoryBytes (an ErrInputTooLarge error).
+func sniff(input []byte) (string, error) {
 	if len(input) == 0 {
-		return TypeEmpty
+		return TypeEmpty, nil
 	}
 	head := input
 	if len(head) > 4096 {
@@ -52,54 +59,35 @@ func Sniff(input []byte) string {
 	}
 	switch {
 	case bytes.HasPrefix(head, []byte("%PDF-")):
-		return TypePDF
+		return TypePDF, nil
 	case bytes.HasPrefix(head, []byte(`{\rtf`)):
-		return TypeRTF
+		return TypeRTF, nil
 	case bytes.HasPrefix(head, []byte("II*\x00")) || bytes.HasPrefix(head, []byte("MM\x00*")):
-		return TypeTIFF
+		return TypeTIFF, nil
 	case bytes.HasPrefix(head, []byte("PK\x03\x04")):
 		return sniffZip(input)
 	case isSVG(head):
-		return TypeSVG
+		return TypeSVG, nil
 	case isDOT(head):
-		return TypeDOT
+		return TypeDOT, nil
 	}
 	t := http.DetectContentType(head)
 	t, _, _ = strings.Cut(t, ";")
-	return t
+	return t, nil
 }
 
 // sniffZip tells OOXML and ODF documents from other ZIP files.
-func sniffZip(input []byte) string {
+func sniffZip(input []byte) (string, error) {
 	// ODF puts an uncompressed "mimetype" entry first (ODF 1.2, 3.3).
 	if len(input) > 38 && string(input[30:38]) == "mimetype" {
 		rest := input[38:min(len(input), 38+80)]
 		for _, t := range []string{TypeODT, TypeODS, TypeODP} {
 			if bytes.HasPrefix(rest, []byte(t)) && (len(rest) == len(t) || !isMimeChar(rest[len(t)])) {
-				return t
+				return t, nil
 			}
 		}
 	}
-	zr, err := zip.NewReader(bytes.NewReader(input), int64(len(input)))
-	if err != nil {
-		return TypeZIP
-	}
-	names := map[string]bool{}
-	for _, f := range zr.File {
-		names[f.Name] = true
-	}
-	if !names["[Content_Types].xml"] {
-		return TypeZIP
-	}
-	switch {
-	case names["word/document.xml"]:
-		return TypeDOCX
-	case names["xl/workbook.xml"]:
-		return TypeXLSX
-	case names["ppt/presentation.xml"]:
-		return TypePPTX
-	}
-	return TypeZIP
+	return sniffZipDirectory(input)
 }
 
 func isMimeChar(c byte) bool {

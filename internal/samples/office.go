@@ -149,3 +149,63 @@ func WithEXIF(jpeg []byte, marker string) []byte {
 	out = append(out, payload...)
 	return append(out, jpeg[2:]...)
 }
+
+// ZipDirectory returns a ZIP of one empty stored entry whose central
+// directory lists it entries times (names "0".."9" repeating, 47 bytes a
+// record) and whose end record claims stated entries, in ZIP64 form when
+// either count needs it. 900 000 entries make about 42 MB: the shape of a
+// container that costs a reader memory without any compressed data.
+func ZipDirectory(entries int, stated uint64) []byte {
+	le := binary.LittleEndian
+	var b bytes.Buffer
+	// One local header (30 bytes) and the name "0", no data.
+	local := make([]byte, 30)
+	le.PutUint32(local, 0x04034b50)
+	le.PutUint16(local[4:], 20)
+	le.PutUint16(local[26:], 1)
+	b.Write(local)
+	b.WriteByte('0')
+	dirStart := b.Len()
+	rec := make([]byte, 46)
+	le.PutUint32(rec, 0x02014b50)
+	le.PutUint16(rec[4:], 45)
+	le.PutUint16(rec[6:], 20)
+	le.PutUint16(rec[28:], 1)
+	var block []byte // ten records, "0" to "9"
+	for i := 0; i < 10; i++ {
+		block = append(append(block, rec...), byte('0'+i))
+	}
+	b.Write(bytes.Repeat(block, entries/10))
+	b.Write(block[:entries%10*47])
+	dirSize, dirEnd := b.Len()-dirStart, b.Len()
+	zip64 := entries > 0xfffe || stated > 0xfffe
+	if zip64 {
+		end64 := make([]byte, 56)
+		le.PutUint32(end64, 0x06064b50)
+		le.PutUint64(end64[4:], 44)
+		le.PutUint16(end64[12:], 45)
+		le.PutUint16(end64[14:], 45)
+		le.PutUint64(end64[24:], stated)
+		le.PutUint64(end64[32:], stated)
+		le.PutUint64(end64[40:], uint64(dirSize))
+		le.PutUint64(end64[48:], uint64(dirStart))
+		b.Write(end64)
+		loc := make([]byte, 20)
+		le.PutUint32(loc, 0x07064b50)
+		le.PutUint64(loc[8:], uint64(dirEnd))
+		le.PutUint32(loc[16:], 1)
+		b.Write(loc)
+	}
+	end := make([]byte, 22)
+	le.PutUint32(end, 0x06054b50)
+	n16 := uint16(stated)
+	if zip64 {
+		n16 = 0xffff
+	}
+	le.PutUint16(end[8:], n16)
+	le.PutUint16(end[10:], n16)
+	le.PutUint32(end[12:], uint32(dirSize))
+	le.PutUint32(end[16:], uint32(dirStart))
+	b.Write(end)
+	return b.Bytes()
+}

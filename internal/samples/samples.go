@@ -108,3 +108,21 @@ func PDFPage(w, h int) []byte {
 	p := PDF("giant", 1)
 	return bytes.Replace(p, []byte("/MediaBox [0 0 612 792]"), []byte(fmt.Sprintf("/MediaBox [0 0 %d %d]", w, h)), 1)
 }
+
+// UnknownOptions returns an options object of at least size bytes made of
+// distinct made-up keys ("k0000000": 1, …), then last: the shape of
+// issue 10's 51 MB options part with 4 M unknown keys.
+func UnknownOptions(size int, last string) []byte {
+	var b bytes.Buffer
+	b.Grow(size + 64)
+	b.WriteString("{")
+	key := []byte(`"k0000000":1,`)
+	for i := 0; b.Len() < size; i++ {
+		for j, n := 8, i; j > 1; j, n = j-1, n/10 {
+			key[j] = byte('0' + n%10)
+		}
+		b.Write(key)
+	}
+	b.WriteString(last + "}")
+	return b.Bytes()
+}

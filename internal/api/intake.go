@@ -1,0 +1,400 @@
+package api
+
+import (
+	"bufio"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/renderbox/renderbox/internal/render"
+)
+
+// Intake reads POST /v1/jobs within bounds chosen while reading (issue 10:
+// a 60 MiB JSON body peaked at 245 MB, with the body, its base64 and the
+// decoded input held at once and the renderer's limit checked only at the
+// end).
+//
+//   - The input is decoded as it arrives (multipart part, or base64 inside
+//     the JSON string) into one buffer capped at the renderer's input
+//     limit; until the renderer is known, at the largest renderer's. Name
+//     the renderer before the input (the `renderer` field before `file`,
+//     or `"renderer"` before `"input_base64"`) to be refused at its limit
+//     rather than at the largest.
+//   - The body is capped at the renderer's input limit plus its encoding
+//     and the other fields (bodyLimit), and at -max-body-bytes.
+//   - renderer, options, limits and callback_url are at most maxFieldBytes
+//     each; every field at most once; an unknown one ends the parse.
+
+// maxFieldBytes bounds each field but the input, as text.
+const maxFieldBytes = 8 << 10
+
+// bodySlack is what a body may hold beyond its input and fields: part
+// headers and boundaries, key names, whitespace.
+const bodySlack = 64 << 10
+
+var (
+	errBodyTooLarge  = errors.New("request body too large")
+	errFieldTooLarge = errors.New("field too large")
+)
+
+// bodyLimit is the largest body that can carry an input of maxInput bytes:
+// its base64 (with room for line breaks and escaped slashes) in JSON, or
+// the raw bytes in multipart, plus the four small fields and some slack.
+func bodyLimit(maxInput int64, json bool) int64 {
+	n := maxInput
+	if json {
+		n = int64(base64.StdEncoding.EncodedLen(int(maxInput))) * 9 / 8
+	}
+	return n + 4*maxFieldBytes + bodySlack
+}
+
+// boundedBody counts what is read from the body and fails past its limit,
+// which only ever goes down.
+type boundedBody struct {
+	r     io.Reader
+	n     int64
+	limit int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.n > b.limit {
+		return 0, b.tooLarge()
+	}
+	if rem := b.limit - b.n + 1; int64(len(p)) > rem {
+		p = p[:rem]
+	}
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	if b.n > b.limit {
+		return n, b.tooLarge()
+	}
+	return n, err
+}
+
+func (b *boundedBody) tighten(limit int64) error {
+	b.limit = min(b.limit, limit)
+	if b.n > b.limit {
+		return b.tooLarge()
+	}
+	return nil
+}
+
+func (b *boundedBody) tooLarge() error {
+	return fmt.Errorf("%w: the request body is over %d bytes", errBodyTooLarge, b.limit)
+}
+
+// inputBuffer holds the decoded input, refusing bytes past max.
+type inputBuffer struct {
+	b    []byte
+	max  int64
+	who  string // whose limit max is, for the error
+	hint int64  // the input size the body's length suggests; 0 if unknown
+}
+
+func (ib *inputBuffer) Write(p []byte) (int, error) {
+	if int64(len(ib.b))+int64(len(p)) > ib.max {
+		return 0, ib.tooLarge()
+	}
+	if ib.b == nil && ib.hint > 0 {
+		// One allocation of the likely size, never over the limit:
+		// growing by appends would copy a 40 MB input several times.
+		ib.b = make([]byte, 0, min(ib.hint, ib.max))
+	}
+	ib.b = append(ib.b, p...)
+	return len(p), nil
+}
+
+func (ib *inputBuffer) tighten(max int64, who string) error {
+	if max < ib.max {
+		ib.max, ib.who = max, who
+	}
+	if int64(len(ib.b)) > ib.max {
+		return ib.tooLarge()
+	}
+	return nil
+}
+
+func (ib *inputBuffer) tooLarge() error {
+	return fmt.Errorf("%w: the input is over %d bytes, the most %s accepts", render.ErrInputTooLarge, ib.max, ib.who)
+}
+
+// intake is one submission being read.
+type intake struct {
+	lookup   func(string) (*render.Renderer, error)
+	json     bool
+	maxBody  int64
+	body     *boundedBody
+	input    inputBuffer
+	seen     map[string]bool
+	renderer *render.Renderer
+	sub      submission
+}
+
+// newIntake prepares to read body with the bounds of the largest renderer
+// lookup knows.
+func newIntake(r *http.Request, json bool, maxBody int64, lookup func(string) (*render.Renderer, error)) *intake {
+	largest := int64(0)
+	for _, name := range render.Names() {
+		if r, err := lookup(name); err == nil {
+			largest = max(largest, r.MaxInputBytes)
+		}
+	}
+	hint := r.ContentLength
+	if json {
+		hint = hint / 4 * 3
+	}
+	return &intake{
+		lookup: lookup, json: json, maxBody: maxBody,
+		body:  &boundedBody{r: r.Body, limit: min(maxBody, bodyLimit(largest, json))},
+		input: inputBuffer{max: largest, who: "any renderer", hint: hint},
+		seen:  map[string]bool{},
+	}
+}
+
+// setRenderer names the renderer: from here on the input and the body are
+// held to its limits.
+func (in *intake) setRenderer(name string) error {
+	r, err := in.lookup(name)
+	if err != nil {
+		return err
+	}
+	in.renderer, in.sub.Renderer = r, r.Name
+	if err := in.input.tighten(r.MaxInputBytes, r.Name); err != nil {
+		return err
+	}
+	return in.body.tighten(min(in.maxBody, bodyLimit(r.MaxInputBytes, in.json)))
+}
+
+// field records that a field was given, refusing unknown and repeated ones.
+func (in *intake) field(name string, known ...string) error {
+	ok := false
+	for _, k := range known {
+		ok = ok || k == name
+	}
+	if !ok {
+		return fmt.Errorf("%w: unknown field %s (%v)", errBadRequest, quoteBounded(name), known)
+	}
+	if in.seen[name] {
+		return fmt.Errorf("%w: field %s appears twice", errBadRequest, name)
+	}
+	in.seen[name] = true
+	return nil
+}
+
+func quoteBounded(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// readErr keeps the refusals that have their own answer and makes the
+// rest a bad request.
+func readErr(what string, err error) error {
+	if errors.Is(err, errBodyTooLarge) || errors.Is(err, errFieldTooLarge) || errors.Is(err, render.ErrInputTooLarge) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %v", errBadRequest, what, err)
+}
+
+func fieldTooLarge(name string) error {
+	return fmt.Errorf("%w: the %s field is over %d bytes", errFieldTooLarge, name, maxFieldBytes)
+}
+
+// readSubmission reads a multipart or JSON submission. Errors wrap
+// errBadRequest, errBodyTooLarge, errFieldTooLarge or a render error
+// (unknown renderer, input too large).
+func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render.Renderer, error)) (*submission, *render.Renderer, error) {
+	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: Content-Type must be multipart/form-data or application/json", errBadRequest)
+	}
+	var in *intake
+	switch ct {
+	case "application/json":
+		in = newIntake(r, true, maxBody, lookup)
+		err = in.readJSON()
+	case "multipart/form-data":
+		if params["boundary"] == "" {
+			return nil, nil, fmt.Errorf("%w: multipart body without a boundary", errBadRequest)
+		}
+		in = newIntake(r, false, maxBody, lookup)
+		err = in.readMultipart(params["boundary"])
+	default:
+		return nil, nil, fmt.Errorf("%w: Content-Type %q is not multipart/form-data or application/json", errBadRequest, ct)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if in.renderer == nil {
+		if err := in.setRenderer(""); err != nil {
+			return nil, nil, err
+		}
+	}
+	in.sub.Input = in.input.b
+	return &in.sub, in.renderer, nil
+}
+
+var multipartFields = []string{"renderer", "file", "options", "limits", "callback_url"}
+
+func (in *intake) readMultipart(boundary string) error {
+	mr := multipart.NewReader(in.body, boundary)
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return readErr("reading the multipart body", err)
+		}
+		name := part.FormName()
+		if err := in.field(name, multipartFields...); err != nil {
+			return err
+		}
+		if name == "file" {
+			if _, err := io.Copy(&in.input, part); err != nil {
+				return readErr("reading the file part", err)
+			}
+			continue
+		}
+		text, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+		if err != nil {
+			return readErr("reading part "+name, err)
+		}
+		if len(text) > maxFieldBytes {
+			return fieldTooLarge(name)
+		}
+		if err := in.set(name, text); err != nil {
+			return err
+		}
+	}
+	if !in.seen["file"] {
+		return fmt.Errorf("%w: the multipart body has no file part", errBadRequest)
+	}
+	return nil
+}
+
+// set stores a small field's value.
+func (in *intake) set(name string, v []byte) error {
+	switch name {
+	case "renderer":
+		return in.setRenderer(string(v))
+	case "options":
+		in.sub.Options = v
+	case "limits":
+		in.sub.Limits = v
+	case "callback_url":
+		in.sub.CallbackURL = string(v)
+	}
+	return nil
+}
+
+var jsonFields = []string{"renderer", "input_base64", "options", "limits", "callback_url"}
+
+// readJSON reads {"renderer": …, "input_base64": …, …} as a stream: the
+// base64 string is decoded as it is read, never held as text.
+// encoding/json cannot do that — its Decoder buffers a whole string token.
+func (in *intake) readJSON() error {
+	s := &jsonScanner{r: bufio.NewReaderSize(in.body, 32<<10)}
+	if err := s.expect('{', "the JSON body must be an object"); err != nil {
+		return err
+	}
+	c, err := s.next()
+	if err != nil {
+		return readErr("reading the JSON body", err)
+	}
+	for c != '}' {
+		if c != '"' {
+			return fmt.Errorf("%w: the JSON body: want a field name, got %q", errBadRequest, c)
+		}
+		key, err := s.readString(64)
+		if errors.Is(err, errFieldTooLarge) {
+			return fmt.Errorf("%w: unknown field (a name over 64 bytes)", errBadRequest)
+		}
+		if err != nil {
+			return readErr("reading the JSON body", err)
+		}
+		if err := in.field(string(key), jsonFields...); err != nil {
+			return err
+		}
+		if err := s.expect(':', "the JSON body: want ':' after a field name"); err != nil {
+			return err
+		}
+		if err := in.readJSONValue(s, string(key)); err != nil {
+			return err
+		}
+		if c, err = s.next(); err != nil {
+			return readErr("reading the JSON body", err)
+		}
+		if c == ',' {
+			if c, err = s.next(); err != nil {
+				return readErr("reading the JSON body", err)
+			}
+			if c == '}' {
+				return fmt.Errorf("%w: the JSON body: a comma before '}'", errBadRequest)
+			}
+			continue
+		}
+		if c != '}' {
+			return fmt.Errorf("%w: the JSON body: want ',' or '}' after a value, got %q", errBadRequest, c)
+		}
+	}
+	if c, err := s.next(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return readErr("reading the JSON body", err)
+		}
+		return fmt.Errorf("%w: data after the JSON object (%q)", errBadRequest, c)
+	}
+	if !in.seen["input_base64"] {
+		return fmt.Errorf("%w: the JSON body has no input_base64", errBadRequest)
+	}
+	return nil
+}
+
+func (in *intake) readJSONValue(s *jsonScanner, key string) error {
+	switch key {
+	case "input_base64":
+		if c, err := s.next(); err != nil || c != '"' {
+			return fmt.Errorf("%w: input_base64 must be a string", errBadRequest)
+		}
+		_, err := io.Copy(&in.input, base64.NewDecoder(base64.StdEncoding, &jsonString{r: s.r}))
+		var corrupt base64.CorruptInputError
+		if errors.As(err, &corrupt) {
+			return fmt.Errorf("%w: input_base64 is not valid base64: %v", errBadRequest, err)
+		}
+		if err != nil {
+			return readErr("reading input_base64", err)
+		}
+		return nil
+	case "renderer", "callback_url":
+		if c, err := s.next(); err != nil || c != '"' {
+			return fmt.Errorf("%w: %s must be a string", errBadRequest, key)
+		}
+		v, err := s.readString(maxFieldBytes)
+		if errors.Is(err, errFieldTooLarge) {
+			return fieldTooLarge(key)
+		}
+		if err != nil {
+			return readErr("reading "+key, err)
+		}
+		if !utf8.Valid(v) {
+			return fmt.Errorf("%w: %s is not valid UTF-8", errBadRequest, key)
+		}
+		return in.set(key, v)
+	default: // options, limits: kept as JSON text for the catalogue
+		v, err := s.readRaw(maxFieldBytes)
+		if errors.Is(err, errFieldTooLarge) {
+			return fieldTooLarge(key)
+		}
+		if err != nil {
+			return readErr("reading "+key, err)
+		}
+		return in.set(key, v)
+	}
+}

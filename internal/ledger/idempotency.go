@@ -1,0 +1,50 @@
+package ledger
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// MaxIdempotencyKey bounds an Idempotency-Key (issue 10: a 600 KB key was
+// stored as it came).
+const MaxIdempotencyKey = 255
+
+// CheckIdempotencyKey accepts "" (no key) or 1 to MaxIdempotencyKey
+// printable ASCII characters; anything else wraps ErrInvalid.
+func CheckIdempotencyKey(k string) error {
+	if len(k) > MaxIdempotencyKey {
+		return fmt.Errorf("the Idempotency-Key is %d characters, more than %d: %w", len(k), MaxIdempotencyKey, ErrInvalid)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return fmt.Errorf("the Idempotency-Key has byte %#x at %d; use printable ASCII: %w", k[i], i, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Differs names the first thing, other than the idempotency key, in which
+// a replayed request b differs from the job a it replays ("" when none):
+// renderer, options, limits, input or callback_url. Options and limits
+// compare as the canonical JSON the API records.
+func Differs(a, b Job) string {
+	orEmpty := func(j []byte) []byte {
+		if len(j) == 0 {
+			return []byte("{}")
+		}
+		return j
+	}
+	switch {
+	case a.Renderer != b.Renderer:
+		return "renderer"
+	case !bytes.Equal(orEmpty(a.Options), orEmpty(b.Options)):
+		return "options"
+	case !bytes.Equal(orEmpty(a.Limits), orEmpty(b.Limits)):
+		return "limits"
+	case a.InputSHA256 != b.InputSHA256 || a.InputSize != b.InputSize:
+		return "input"
+	case a.CallbackURL != b.CallbackURL:
+		return "callback_url"
+	}
+	return ""
+}
