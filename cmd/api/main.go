@@ -44,7 +44,8 @@ type Config struct {
 	// DB is the SQLite ledger file. Default /var/lib/renderbox/api/ledger.db.
 	// Env RENDERBOX_DB.
 	DB string
-	// Retention is how long inputs and outputs are kept. Default 24h.
+	// Retention is how long inputs, outputs and finished jobs' queue
+	// records (completed and archived tasks) are kept. Default 24h.
 	Retention time.Duration
 	// Limits: request body, queue depth, per-key rate, ?wait= bound.
 	Limits api.Limits
@@ -80,7 +81,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("METRICS_ADDR", "127.0.0.1:9090"), `serve /metrics here, apart from the API ("" disables)`)
 	fs.StringVar(&c.Redis, "redis", env("REDIS", "127.0.0.1:6379"), "Redis address")
 	fs.StringVar(&c.DB, "db", env("DB", "/var/lib/renderbox/api/ledger.db"), "SQLite ledger file")
-	fs.DurationVar(&c.Retention, "retention", 24*time.Hour, "how long inputs and outputs are kept")
+	fs.DurationVar(&c.Retention, "retention", 24*time.Hour, "how long inputs, outputs and finished jobs' queue records are kept")
 	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", 64<<20, "largest request body (413 past it)")
 	fs.IntVar(&c.Limits.MaxQueueDepth, "max-queue-depth", 1000, "most jobs waiting or running (503 past it)")
 	fs.Float64Var(&c.Limits.RatePerSecond, "rate", 20, "submissions per second per key (429 past it)")
@@ -93,6 +94,9 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&c.HTTP.IdleTimeout, "idle-timeout", 60*time.Second, "close keep-alive connections idle this long")
 	fs.IntVar(&c.HTTP.MaxInFlight, "max-in-flight", 512, "most requests served at once (429 past it)")
 	fs.IntVar(&c.HTTP.MaxInFlightPerKey, "max-in-flight-per-key", 32, "most requests one key has in flight (429 past it)")
+	fs.IntVar(&c.Limits.MaxQueuedPerKey, "max-queued-per-key", 250, "most jobs one key may have waiting for a worker (429 key_queue_full past it)")
+	fs.Int64Var(&c.Limits.MaxQueuedBytesPerKey, "max-queued-bytes-per-key", 256<<20, "most input bytes one key's waiting jobs may hold (429 key_queue_full past it)")
+	fs.Float64Var(&c.Limits.RedisHighWater, "redis-high-water", 0.8, "share of Redis's maxmemory past which new jobs are refused (503 queue_full)")
 	fs.BoolVar(&c.Diagnostics, "diagnostics", false, "accept the diagnostic renderers (sandbox-probe: escape attempts run as a job)")
 	fs.BoolVar(&c.Webhooks, "webhooks", true, "send webhooks to jobs' callback_url")
 	fs.StringVar(&c.WebhookSecretFile, "webhook-secret-file", env("WEBHOOK_SECRET_FILE", ""), "master secret of webhook signatures (default: webhook.key next to -db; made if missing)")
@@ -134,6 +138,12 @@ func (c Config) validate() error {
 	}
 	if err := c.HTTP.Validate(c.Limits.MaxWait); err != nil {
 		return err
+	}
+	if c.Limits.MaxQueuedPerKey < 1 || c.Limits.MaxQueuedBytesPerKey < 1 {
+		return errors.New("config: -max-queued-per-key and -max-queued-bytes-per-key must be at least 1")
+	}
+	if c.Limits.RedisHighWater <= 0 || c.Limits.RedisHighWater >= 1 {
+		return fmt.Errorf("config: -redis-high-water %g must be between 0 and 1 (a share of Redis's maxmemory, e.g. 0.8)", c.Limits.RedisHighWater)
 	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
@@ -196,6 +206,11 @@ func serve(ctx context.Context, args []string) error {
 	go func() {
 		if err := s.RunEvents(ctx); err != nil {
 			log.Error("applying events", "err", err)
+		}
+	}()
+	go func() {
+		if err := s.RunQueue(ctx); err != nil {
+			log.Error("dispatching jobs", "err", err)
 		}
 	}()
 	hooksDone := make(chan struct{})

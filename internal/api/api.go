@@ -36,6 +36,18 @@ type Limits struct {
 	// MaxRetry is how often a job is retried after a sandbox failure.
 	// Default 2.
 	MaxRetry int
+	// MaxQueuedPerKey bounds one key's jobs waiting for a worker (429
+	// key_queue_full past it), so one key cannot fill the queue. Default
+	// 250.
+	MaxQueuedPerKey int
+	// MaxQueuedBytesPerKey bounds the input bytes of one key's waiting
+	// jobs (429 key_queue_full past it). Default 256 MiB.
+	MaxQueuedBytesPerKey int64
+	// RedisHighWater is the share of Redis's maxmemory past which new jobs
+	// are refused (503 queue_full), so Redis never reaches it and refuses
+	// the writes that finish accepted jobs. Default 0.8; Redis without a
+	// maxmemory is not checked.
+	RedisHighWater float64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -56,6 +68,15 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxRetry == 0 {
 		l.MaxRetry = 2
+	}
+	if l.MaxQueuedPerKey == 0 {
+		l.MaxQueuedPerKey = 250
+	}
+	if l.MaxQueuedBytesPerKey == 0 {
+		l.MaxQueuedBytesPerKey = 256 << 20
+	}
+	if l.RedisHighWater == 0 {
+		l.RedisHighWater = 0.8
 	}
 	return l
 }
@@ -79,12 +100,14 @@ type Server struct {
 	// HTTP bounds connections, bodies and requests in flight.
 	HTTP HTTPLimits
 
-	waiters     *waiters
-	limiters    *limiters
-	metrics     *metrics
-	inFlight    *inFlight
-	webhookWake chan struct{}
-	once        sync.Once
+	waiters      *waiters
+	limiters     *limiters
+	metrics      *metrics
+	inFlight     *inFlight
+	webhookWake  chan struct{}
+	dispatchWake chan struct{}
+	memory       *memoryGuard
+	once         sync.Once
 }
 
 // setup fills defaults and makes the server's state, once.
@@ -103,6 +126,8 @@ func (s *Server) init() {
 		s.Webhooks = s.Webhooks.withDefaults()
 	}
 	s.webhookWake = make(chan struct{}, 1)
+	s.dispatchWake = make(chan struct{}, 1)
+	s.memory = &memoryGuard{q: s.Queue, highWater: s.Limits.RedisHighWater}
 	s.waiters = newWaiters()
 	s.limiters = newLimiters(s.Limits.RatePerSecond, s.Limits.Burst)
 	s.metrics = newMetrics(s.Registry, s.Queue)

@@ -46,6 +46,8 @@ func (s *Server) apply(ctx context.Context, ev queue.Event) error {
 	}
 	if err == nil {
 		s.waiters.notify(ev.JobID)
+		// A job that started or ended made room in asynq for the next.
+		s.wakeDispatcher()
 	}
 	return err
 }

@@ -153,6 +153,9 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusServiceUnavailable, "queue_full", fmt.Sprintf("%d jobs are waiting; retry later", depth))
 		return
 	}
+	if !s.admit(w, r, key.ID, int64(len(sub.Input))) {
+		return
+	}
 	sum := sha256.Sum256(sub.Input)
 	opts, _ := json.Marshal(plan.Options)
 	limits, _ := json.Marshal(plan.Request)
@@ -189,6 +192,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan *render.Plan) error {
 	ctx := r.Context()
+	s.memory.add(int64(len(sub.Input)) + jobOverhead)
 	if err := s.Queue.PutBlob(ctx, queue.InputKey(job.ID), sub.Input); err != nil {
 		return err
 	}
@@ -197,12 +201,14 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	timeout := plan.Limits.Sandbox.Timeout + 2*time.Minute
 	// The task carries the validated limits, never the client's text
 	// (issue 10: 20 MB of repeated keys went into Redis as they came).
-	err := s.Queue.Enqueue(ctx, queue.Payload{
+	// The job waits in its key's list; the dispatcher hands it to asynq in
+	// turn with other keys' jobs (see RunQueue).
+	err := s.Queue.Submit(ctx, queue.Payload{
 		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: job.Options, Limits: job.Limits,
 		Accepted: job.CreatedAt,
-	}, timeout, s.Limits.MaxRetry)
-	if errors.Is(err, queue.ErrDuplicate) {
-		return nil
+	}, int64(len(sub.Input)), timeout, s.Limits.MaxRetry)
+	if err == nil {
+		s.wakeDispatcher()
 	}
 	return err
 }

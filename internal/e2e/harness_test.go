@@ -135,12 +135,13 @@ type stackOpts struct {
 	workerArgs []string
 	persist    bool
 	fsync      string // appendfsync when persist: "always" (default) or "everysec"
+	maxmemory  string // Redis's maxmemory, e.g. "24mb" (testenv's default when "")
 	noWorker   bool   // jobs stay queued
 }
 
 func newStack(t *testing.T, o stackOpts) *stack {
 	t.Helper()
-	rs := testenv.StartRedis(t, testenv.RedisConfig{Persist: o.persist, Fsync: o.fsync})
+	rs := testenv.StartRedis(t, testenv.RedisConfig{Persist: o.persist, Fsync: o.fsync, MaxMemory: o.maxmemory})
 	s := &stack{t: t, redis: rs.Addr, redisSrv: rs, db: filepath.Join(t.TempDir(), "ledger.db")}
 	if !o.noWorker {
 		s.startWorker(o.workerArgs...)

@@ -43,6 +43,9 @@ type Payload struct {
 	Limits   json.RawMessage `json:"limits,omitempty"`
 	// Accepted is when the API accepted the job (for queue-wait metrics).
 	Accepted time.Time `json:"accepted"`
+	// Retention is how long the job's outputs are kept: the API's
+	// -retention, which the worker does not otherwise know.
+	Retention time.Duration `json:"retention,omitempty"`
 }
 
 // Queue wraps one Redis connection for every use.
@@ -95,14 +98,15 @@ func (q *Queue) Enqueue(ctx context.Context, p Payload, timeout time.Duration, m
 	return nil
 }
 
-// Depth is how many tasks wait or run: the bound the API enforces. It
-// reads asynq's per-queue lists and sets directly (one round trip), since
-// the inspector's queue info also samples memory use, too slow for every
-// submission.
+// Depth is how many jobs wait (in their key's list or in asynq) or run:
+// the bound the API enforces. It reads asynq's per-queue lists and sets
+// directly (one round trip), since the inspector's queue info also samples
+// memory use, too slow for every submission.
 func (q *Queue) Depth(ctx context.Context) (int, error) {
 	k := "asynq:{" + QueueName + "}:"
 	pipe := q.rdb.Pipeline()
-	lens := []*redis.IntCmd{pipe.LLen(ctx, k+"pending"), pipe.LLen(ctx, k+"active"), pipe.ZCard(ctx, k+"scheduled"), pipe.ZCard(ctx, k+"retry")}
+	lens := []*redis.IntCmd{pipe.LLen(ctx, k+"pending"), pipe.LLen(ctx, k+"active"), pipe.ZCard(ctx, k+"scheduled"), pipe.ZCard(ctx, k+"retry"),
+		pipe.HLen(ctx, specsKey), pipe.HLen(ctx, movingKey)}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, err
 	}
@@ -115,7 +119,17 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 
 // PutBlob stores data under key for the retention period.
 func (q *Queue) PutBlob(ctx context.Context, key string, data []byte) error {
-	return q.rdb.Set(ctx, key, data, q.Retention).Err()
+	return q.PutBlobFor(ctx, key, data, q.Retention)
+}
+
+// PutBlobFor stores data under key for ttl (the queue's retention when
+// ttl is zero): a worker keeps a job's outputs for the retention the API
+// put in its payload.
+func (q *Queue) PutBlobFor(ctx context.Context, key string, data []byte, ttl time.Duration) error {
+	if ttl <= 0 {
+		ttl = q.Retention
+	}
+	return q.rdb.Set(ctx, key, data, ttl).Err()
 }
 
 // ErrNoBlob means the blob does not exist (never written, or expired).
@@ -130,11 +144,17 @@ func (q *Queue) GetBlob(ctx context.Context, key string) ([]byte, error) {
 	return b, err
 }
 
-// Cancel marks job canceled, removes its task if it has not started, and
-// tells the workers, one of which may be running it.
+// Cancel marks job canceled, takes it out of its key's list or removes
+// its task if it has not started, and tells the workers, one of which may
+// be running it.
 func (q *Queue) Cancel(ctx context.Context, job string) error {
 	if err := q.rdb.Set(ctx, cancelKey(job), "1", q.Retention).Err(); err != nil {
 		return fmt.Errorf("marking job %s canceled: %w", job, err)
+	}
+	if waiting, err := q.withdraw(ctx, job); err != nil {
+		return fmt.Errorf("withdrawing job %s: %w", job, err)
+	} else if waiting {
+		return nil // it never reached asynq: no task, no worker
 	}
 	if err := q.inspector.DeleteTask(QueueName, job); err != nil &&
 		!errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {

@@ -152,7 +152,7 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload,
 	case runErr == nil:
 		var outs []queue.Output
 		if err := h.withRedis(ctx, log, "storing the outputs", func(c context.Context) (err error) {
-			outs, err = h.storeOutputs(c, p.JobID, r, res)
+			outs, err = h.storeOutputs(c, p.JobID, p.Retention, r, res)
 			return err
 		}); err != nil {
 			return err
@@ -220,11 +220,13 @@ func tail(s string, n int) string {
 	return s
 }
 
-func (h *Handler) storeOutputs(ctx context.Context, job string, r *render.Renderer, res *sandbox.Result) ([]queue.Output, error) {
+// storeOutputs stores the outputs for retention, the API's -retention
+// carried in the task (the queue's default for a task from an older API).
+func (h *Handler) storeOutputs(ctx context.Context, job string, retention time.Duration, r *render.Renderer, res *sandbox.Result) ([]queue.Output, error) {
 	var outs []queue.Output
 	for _, f := range res.Response.Files {
 		name := r.OutputName(f.Name)
-		if err := h.Queue.PutBlob(ctx, queue.OutputKey(job, name), f.Data); err != nil {
+		if err := h.Queue.PutBlobFor(ctx, queue.OutputKey(job, name), f.Data, retention); err != nil {
 			return nil, err
 		}
 		sum := sha256.Sum256(f.Data)
