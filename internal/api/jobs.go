@@ -192,7 +192,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan *render.Plan) error {
 	ctx := r.Context()
-	s.memory.add(int64(len(sub.Input)) + jobOverhead)
+	s.memory.add(2*int64(len(sub.Input)) + jobOverhead)
 	if err := s.Queue.PutBlob(ctx, queue.InputKey(job.ID), sub.Input); err != nil {
 		return err
 	}

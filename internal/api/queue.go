@@ -121,7 +121,12 @@ func (g *memoryGuard) add(n int64) {
 }
 
 // jobOverhead is what a job costs Redis besides its input: the task, its
-// payload, the ledger's event and the bookkeeping around them.
+// payload, the ledger's event and the bookkeeping around them. The input
+// itself is counted twice until the next INFO sample: Redis's allocator
+// rounds a large value up to its size class (a 1 MiB value takes 1.25 MiB)
+// and the connection's query buffer that received it is released lazily,
+// so a burst of submissions within one second costs Redis up to about
+// twice its bytes.
 const jobOverhead = 4 << 10
 
 // admit refuses a job of size input bytes from key when Redis is near its
