@@ -142,6 +142,7 @@ func browse(bw *wire.Browser, env []string, tail *tail, res *wire.Result) error 
 	if err != nil {
 		return fmt.Errorf("reading the page: %w", err)
 	}
+	t0 := time.Now()
 	b := warmBrowser
 	warmBrowser = nil
 	if b != nil && !b.matches(bw, env) {
@@ -154,14 +155,25 @@ func browse(bw *wire.Browser, env []string, tail *tail, res *wire.Result) error 
 	} else if b, err = launchBrowser(bw.Argv, env, tail); err != nil {
 		return err
 	}
+	// The job's marks count from its start, for a pre-booted browser too.
+	b.c.mark = func(what string) {
+		fmt.Fprintf(tail, "renderbox-agent: %s at %dms\n", what, time.Since(t0).Milliseconds())
+	}
+	b.c.mark("browser ready")
 	err = drive(b.c, b.session, bw, page)
 	b.c.mark("done")
-	b.kill()
 	res.Blocked = b.c.blockedURLs()
 	if err != nil {
+		// How Chromium ended says why the job failed: wait for it.
+		b.kill()
 		recordExit(b.cmd.ProcessState, res)
+		return err
 	}
-	return err
+	// The output is written (by the agent, not by Chromium); the answer
+	// need not wait for dozens of threads to die: the sandbox goes with
+	// the agent.
+	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+	return nil
 }
 
 func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
@@ -227,6 +239,7 @@ func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
 	if err != nil {
 		return err
 	}
+	c.mark("printed")
 	return os.WriteFile(filepath.Join(wire.OutputDir, b.Output), data, 0o600)
 }
 

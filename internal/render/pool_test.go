@@ -63,6 +63,14 @@ func renderIn(t *testing.T, m *sandbox.Manager, p *sandbox.Pool, name string, in
 	if err != nil {
 		t.Fatalf("%s in a %s sandbox: %v", name, mode, err)
 	}
+	// The agent's marks (ms since the browser started) say where the time went.
+	var marks []string
+	for _, l := range strings.Split(res.Response.Result.StderrTail, "\n") {
+		if strings.HasPrefix(l, "renderbox-agent: ") {
+			marks = append(marks, strings.TrimPrefix(l, "renderbox-agent: "))
+		}
+	}
+	t.Logf("%s in a %s sandbox: %s (render %s, teardown %s; agent: %s)", name, mode, took, res.Timings.Render, res.Timings.Teardown, strings.Join(marks, ", "))
 	out := map[string][]byte{}
 	for _, f := range res.Response.Files {
 		out[r.OutputName(f.Name)] = f.Data
@@ -91,11 +99,10 @@ func TestWarmChromiumPrints(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			m := testenv.Manager(t, sandbox.Config{})
 			p := poolOf(t, m, render.FamilyChromium, 1, restore)
-			out, took := renderIn(t, m, p, "html-pdf", samples.HTMLTable(30), nil, mode)
+			out, _ := renderIn(t, m, p, "html-pdf", samples.HTMLTable(30), nil, mode)
 			if text := pdfText(t, m, out["output.pdf"]); !strings.Contains(text, "row 30") {
 				t.Errorf("the PDF's text lacks the table's last row: %q", text)
 			}
-			t.Logf("html-pdf in a %s sandbox: %s", mode, took)
 			js := map[string]any{"javascript": true}
 			waitIdle(t, p, render.FamilyChromium, 1, 2*time.Minute)
 			out, _ = renderIn(t, m, p, "html-pdf", leaveState, js, mode)
