@@ -550,7 +550,8 @@ func (p *Pool) restoreOne(ctx context.Context, f *family) (sb *Sandbox, err erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.BootTimeout)
 	defer cancel()
-	sb, err = p.m.prepare(ctx, f.cfg.Limits, args, true)
+	// No create: restore makes the container itself, one runsc run fewer.
+	sb, err = p.m.prepare(ctx, f.cfg.Limits, args, false)
 	if err != nil {
 		return nil, err
 	}

@@ -98,16 +98,19 @@ func (o CreateOpts) args(id string) []string {
 
 // Create creates container id from a bundle without starting its process.
 func (r *Runsc) Create(ctx context.Context, id string, o CreateOpts) error {
-	_, err := r.run(ctx, o.args(id), func(c *exec.Cmd) {
-		c.Stdin = o.Stdin
-		if o.Stdout != nil {
-			c.Stdout = o.Stdout
-		}
-		if o.Stderr != nil {
-			c.Stderr = o.Stderr
-		}
-	})
+	_, err := r.run(ctx, o.args(id), func(c *exec.Cmd) { stdio(c, o.Stdin, o.Stdout, o.Stderr) })
 	return err
+}
+
+// stdio hands the container's stdio to the runsc command that makes it.
+func stdio(c *exec.Cmd, in, out, errw *os.File) {
+	c.Stdin = in
+	if out != nil {
+		c.Stdout = out
+	}
+	if errw != nil {
+		c.Stderr = errw
+	}
 }
 
 // Start starts the created container's process.
@@ -234,6 +237,9 @@ type RestoreOpts struct {
 	Bundle    string
 	ImagePath string
 	PidFile   string
+	// Stdin, Stdout and Stderr become the restored container's stdio when
+	// restore creates it (no `runsc create` before), as in CreateOpts.
+	Stdin, Stdout, Stderr *os.File
 }
 
 func (o RestoreOpts) args(id string) []string {
@@ -244,10 +250,10 @@ func (o RestoreOpts) args(id string) []string {
 	return append(args, id)
 }
 
-// Restore starts a created container from a checkpoint image instead of
-// its process: what runs is the checkpointed process, attached to the new
-// container's stdio.
+// Restore creates container id from the bundle and runs the checkpointed
+// process in it instead of the spec's, attached to the new container's
+// stdio.
 func (r *Runsc) Restore(ctx context.Context, id string, o RestoreOpts) error {
-	_, err := r.run(ctx, o.args(id), nil)
+	_, err := r.run(ctx, o.args(id), func(c *exec.Cmd) { stdio(c, o.Stdin, o.Stdout, o.Stderr) })
 	return err
 }

@@ -112,6 +112,14 @@ func (s *Sandbox) create(ctx context.Context) error {
 	if err := s.transition(StateCreated, StateNew); err != nil {
 		return err
 	}
+	return s.spawn(ctx, func(pidFile string, in, out, errw *os.File) error {
+		return s.runsc.Create(ctx, s.ID, CreateOpts{Bundle: s.bundle, PidFile: pidFile, Stdin: in, Stdout: out, Stderr: errw})
+	})
+}
+
+// spawn runs a runsc command that makes the sandbox (create, or restore)
+// with fresh pipes as the container's stdio.
+func (s *Sandbox) spawn(ctx context.Context, run func(pidFile string, in, out, errw *os.File) error) error {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -136,7 +144,7 @@ func (s *Sandbox) create(ctx context.Context) error {
 	go func() { _, _ = io.Copy(s.stderr, errR); errR.Close() }()
 
 	pidFile := filepath.Join(s.bundle, "sandbox.pid")
-	err = s.runsc.Create(ctx, s.ID, CreateOpts{Bundle: s.bundle, PidFile: pidFile, Stdin: inR, Stdout: outW, Stderr: errW})
+	err = run(pidFile, inR, outW, errW)
 	if err == nil {
 		// runsc (not the sandbox) writes this: the host pid of the
 		// sandbox process, for a kill that costs no runsc start-up.
@@ -317,14 +325,19 @@ func (s *Sandbox) exists(ctx context.Context) bool {
 	return false
 }
 
-// restore runs a created sandbox from a checkpoint image instead of
-// starting its agent: the checkpointed agent resumes, reading the new
-// stdin and writing the new stdout.
+// restore makes the sandbox from a checkpoint image instead of creating and
+// starting it: `runsc restore` creates the container with fresh stdio and
+// the checkpointed agent resumes in it, reading the new stdin and writing
+// the new stdout.
 func (s *Sandbox) restore(ctx context.Context, imageDir string) error {
-	if err := s.transition(StateRunning, StateCreated); err != nil {
+	if err := s.transition(StateRunning, StateNew); err != nil {
 		return err
 	}
-	if err := s.runsc.Restore(ctx, s.ID, RestoreOpts{Bundle: s.bundle, ImagePath: imageDir}); err != nil {
+	err := s.spawn(ctx, func(pidFile string, in, out, errw *os.File) error {
+		return s.runsc.Restore(ctx, s.ID, RestoreOpts{Bundle: s.bundle, ImagePath: imageDir, PidFile: pidFile,
+			Stdin: in, Stdout: out, Stderr: errw})
+	})
+	if err != nil {
 		return err
 	}
 	s.watch(ctx)
