@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -214,5 +215,43 @@ func TestPooledJobCanceledWithinASecond(t *testing.T) {
 	wantOutcome(t, err, sandbox.Canceled)
 	if d := time.Since(start) - res.Timings.Teardown; d > 2500*time.Millisecond {
 		t.Errorf("cancel took effect after %v, want within 1s of the cancel at 1.5s", d)
+	}
+}
+
+// Restored sandboxes come from a checkpoint image that is replaced after
+// ImageMaxRestores restores, so no image serves more than that many jobs.
+func TestRestoreImagesRotate(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	var mu sync.Mutex
+	images, restored := 0, 0
+	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case e.Kind == "image":
+			images++
+		case e.Kind == "fill" && e.Mode == sandbox.ModeRestored:
+			restored++
+		}
+	}, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 1, Restore: true, ImageMaxRestores: 2})
+	for i := 0; i < 4; i++ {
+		waitReady(t, p, 1)
+		sb, mode := p.Take(context.Background(), "light", lim)
+		if sb == nil || mode != sandbox.ModeRestored {
+			t.Fatalf("job %d: Take = %v, %q; want a restored sandbox", i, sb, mode)
+		}
+		res, err := m.RunIn(context.Background(), sb, shJob("echo ok > /tmp/out/ok", lim))
+		if err != nil || len(res.Response.Files) != 1 {
+			t.Fatalf("job %d in a restored sandbox: %v", i, err)
+		}
+	}
+	waitReady(t, p, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	// 5 restores (4 jobs and the one waiting), at most 2 per image.
+	if restored < 5 || images < (restored+1)/2 {
+		t.Errorf("%d restores from %d images; want at most 2 restores per image", restored, images)
 	}
 }

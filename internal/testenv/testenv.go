@@ -343,8 +343,17 @@ func PDFText(t testing.TB, m *sandbox.Manager, pdf []byte) string {
 // it when the test ends (testenv.Manager then checks nothing is left).
 func Pool(t testing.TB, m *sandbox.Manager, fams ...sandbox.PoolFamily) *sandbox.Pool {
 	t.Helper()
+	return PoolWithEvents(t, m, nil, fams...)
+}
+
+// PoolWithEvents is Pool that also passes every event to onEvent.
+func PoolWithEvents(t testing.TB, m *sandbox.Manager, onEvent func(sandbox.PoolEvent), fams ...sandbox.PoolFamily) *sandbox.Pool {
+	t.Helper()
 	p, err := m.NewPool(sandbox.PoolConfig{Families: fams, OnEvent: func(e sandbox.PoolEvent) {
 		t.Logf("pool event: %+v", e)
+		if onEvent != nil {
+			onEvent(e)
+		}
 	}})
 	if err != nil {
 		t.Fatal(err)
