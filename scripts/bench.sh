@@ -1,11 +1,33 @@
 #!/usr/bin/env bash
 # make bench: the sandbox lifecycle and every renderer against native runs,
-# then (with Redis, a worker and the API started here) pdf-png end to end
-# through the API against the direct sandbox run, and API intake. JSON lines
-# on stdout; also saved to out/bench.jsonl.
+# then, with Redis, a worker and the API started here: the served lines
+# (html-pdf, office-pdf, pdf-png through the API) with the worker's pool
+# off, pdf-png end to end against the direct sandbox run, and API intake;
+# then the worker is restarted with its pool on and the served lines are
+# measured again (warm), with a warm/cold summary. JSON lines on stdout;
+# also saved to out/bench.jsonl. Extra arguments go to both bin/bench runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p out
+metrics=${WORKER_METRICS:-127.0.0.1:19091}
+
+# Cold: the worker's pool off. A worker without a pool has no -pool-size
+# flag; then it runs both modes as it is, and the warm lines are cold too.
+cold_args=()
+if bin/worker serve -h 2>&1 | grep -q -- '-pool-size'; then
+  cold_args=(-pool-size none)
+else
+  echo "bench: this worker has no -pool-size (no pool yet): the warm lines will be cold too" >&2
+fi
+
 # Intake measures the API, not the per-key rate limit or the queue bound.
-API_ARGS="-rate 1000000 -burst 1000000 -max-queue-depth 1000000" LOGS=out/bench-logs source scripts/stack.sh
-bin/bench -api "http://$addr" -key "$key" "$@" | tee out/bench.jsonl
+API_ARGS="-rate 1000000 -burst 1000000 -max-queue-depth 1000000" WORKER_ARGS="${cold_args[*]}" \
+  WORKER_METRICS=$metrics LOGS=out/bench-logs source scripts/stack.sh
+bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" -mode cold "$@" | tee out/bench.jsonl
+
+# Warm: the worker's default pool. bin/bench waits for renderbox_pool_idle
+# to show every family's pool holding a sandbox before each phase.
+echo "restarting the worker with its pool on…"
+stack_restart_worker "$logs/worker-warm.log"
+bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" "$@" \
+  -only served -mode warm -cold out/bench.jsonl | tee -a out/bench.jsonl

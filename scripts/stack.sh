@@ -1,7 +1,11 @@
 # Sourced by run.sh and bench.sh: starts Redis (if none answers), a worker
 # (after its start-up checks and self-test) and the API, creates an API key,
 # and stops the worker and API when the calling script exits.
-# Sets: addr, key, logs. Needs bin/ (make build).
+# Takes (all optional): WORKER_ARGS and API_ARGS, extra flags for each;
+# WORKER_METRICS, the worker's -metrics-addr (off unless set); LOGS.
+# Sets: addr, key, logs, worker_pid. Needs bin/ (make build).
+# stack_restart_worker LOGFILE FLAGS… drains the worker and starts another
+# with other flags (bench.sh: pool off, then on).
 addr=${RENDERBOX_ADDR:-127.0.0.1:8080}
 export RENDERBOX_REDIS=${RENDERBOX_REDIS:-127.0.0.1:6379}
 db=${RENDERBOX_DB:-/var/lib/renderbox/api/ledger.db}
@@ -12,25 +16,39 @@ mkdir -p -m 0700 "$(dirname "$db")"  # the ledger and webhook.key: owner only
 bash scripts/redis.sh
 
 stack_pids=()
+worker_pid=
 stack_stop() {
-  for p in "${stack_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${stack_pids[@]}" $worker_pid; do kill -TERM "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
 trap stack_stop EXIT
 
-bin/worker serve -redis "$RENDERBOX_REDIS" -metrics-addr "" > "$logs/worker.log" 2>&1 &
-stack_pids+=($!)
+stack_start_worker() { # LOGFILE FLAGS…: start a worker, return once it is ready
+  local log=$1
+  shift
+  bin/worker serve -redis "$RENDERBOX_REDIS" -metrics-addr "${WORKER_METRICS:-}" "$@" > "$log" 2>&1 &
+  worker_pid=$!
+  echo "waiting for the worker's start-up checks and self-test…"
+  for _ in $(seq 240); do
+    grep -q '"worker ready"' "$log" && break
+    if ! kill -0 "$worker_pid" 2>/dev/null; then cat "$log"; echo "the worker refused to start" >&2; exit 1; fi
+    sleep 0.5
+  done
+  grep -q '"worker ready"' "$log" || { cat "$log"; echo "the worker did not become ready" >&2; exit 1; }
+  grep -E '^(PASS|FAIL)' "$log" || true
+}
+
+stack_restart_worker() { # LOGFILE FLAGS…: drain the worker, then start another
+  kill -TERM "$worker_pid" 2>/dev/null || true
+  wait "$worker_pid" 2>/dev/null || true
+  stack_start_worker "$@"
+}
+
+# shellcheck disable=SC2086 # WORKER_ARGS and API_ARGS are lists of flags
+stack_start_worker "$logs/worker.log" ${WORKER_ARGS:-}
+# shellcheck disable=SC2086
 bin/api serve -addr "$addr" -redis "$RENDERBOX_REDIS" -db "$db" ${API_ARGS:-} > "$logs/api.log" 2>&1 &
 stack_pids+=($!)
-
-echo "waiting for the worker's start-up checks and self-test…"
-for _ in $(seq 120); do
-  grep -q '"worker ready"' "$logs/worker.log" && break
-  if ! kill -0 "${stack_pids[0]}" 2>/dev/null; then cat "$logs/worker.log"; echo "the worker refused to start" >&2; exit 1; fi
-  sleep 0.5
-done
-grep -q '"worker ready"' "$logs/worker.log" || { cat "$logs/worker.log"; echo "the worker did not become ready" >&2; exit 1; }
-grep -E '^(PASS|FAIL)' "$logs/worker.log" || true
 for _ in $(seq 50); do curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
 curl -fsS "http://$addr/readyz" >/dev/null || { cat "$logs/api.log"; echo "the API is not ready" >&2; exit 1; }
 

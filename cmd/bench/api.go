@@ -1,14 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
-	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"sync"
 	"time"
 
@@ -26,44 +21,14 @@ func benchAPI(ctx context.Context, out *json.Encoder, stamp string, m *sandbox.M
 	if err != nil {
 		return err
 	}
-	hc := &http.Client{Timeout: 2 * time.Minute}
-	post := func(body []byte, query string) (map[string]any, int, error) {
-		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/jobs"+query, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, 0, err
-		}
-		defer resp.Body.Close()
-		var j map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&j)
-		return j, resp.StatusCode, nil
-	}
-	body, _ := json.Marshal(map[string]any{"renderer": "pdf-png", "input_base64": base64.StdEncoding.EncodeToString(pdf)})
+	api := newAPIClient(base, key)
+	body := jobBody("pdf-png", pdf)
 	var e2e []time.Duration
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
-		j, status, err := post(body, "?wait=60")
-		if err != nil {
+		if err := api.render(ctx, "pdf-png", body); err != nil {
 			return err
 		}
-		if status != 200 || j["state"] != "succeeded" {
-			return fmt.Errorf("pdf-png through the API: status %d, job %v", status, j)
-		}
-		outs, _ := j["outputs"].([]any)
-		if len(outs) != 1 {
-			return fmt.Errorf("pdf-png through the API: outputs %v", outs)
-		}
-		url, _ := outs[0].(map[string]any)["url"].(string)
-		req, _ := http.NewRequestWithContext(ctx, "GET", base+url, nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
 		e2e = append(e2e, time.Since(t0))
 	}
 	_ = out.Encode(map[string]any{
@@ -75,44 +40,27 @@ func benchAPI(ctx context.Context, out *json.Encoder, stamp string, m *sandbox.M
 
 	// Intake: accepted jobs per second, 8 clients, a small SVG each. The
 	// jobs are canceled afterwards so the worker does not render them all.
-	svg, _ := json.Marshal(map[string]any{"renderer": "svg-png", "input_base64": base64.StdEncoding.EncodeToString(samples.SVG(20, 20, 0, 0, 5))})
+	svg := jobBody("svg-png", samples.SVG(20, 20, 0, 0, 5))
 	var mu sync.Mutex
 	var ids []string
-	var wg sync.WaitGroup
-	work := make(chan struct{}, intake)
-	for i := 0; i < intake; i++ {
-		work <- struct{}{}
-	}
-	close(work)
 	accepted, refused := 0, 0
 	t0 := time.Now()
-	for c := 0; c < 8; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range work {
-				j, status, err := post(svg, "")
-				mu.Lock()
-				if err == nil && status == 202 {
-					accepted++
-					if id, ok := j["id"].(string); ok {
-						ids = append(ids, id)
-					}
-				} else {
-					refused++
-				}
-				mu.Unlock()
+	fanOut(intake, 8, func() {
+		j, status, err := api.call(ctx, "POST", "/v1/jobs", svg)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil && status == 202 {
+			accepted++
+			if id, ok := j["id"].(string); ok {
+				ids = append(ids, id)
 			}
-		}()
-	}
-	wg.Wait()
+		} else {
+			refused++
+		}
+	})
 	elapsed := time.Since(t0)
 	for _, id := range ids {
-		req, _ := http.NewRequestWithContext(ctx, "DELETE", base+"/v1/jobs/"+id, nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		if resp, err := hc.Do(req); err == nil {
-			resp.Body.Close()
-		}
+		_, _, _ = api.call(ctx, "DELETE", "/v1/jobs/"+id, nil)
 	}
 	return out.Encode(map[string]any{
 		"time": stamp, "bench": "api_intake", "clients": 8, "submitted": intake, "accepted": accepted, "refused": refused,
@@ -131,4 +79,25 @@ func directPDFPNG(ctx context.Context, m *sandbox.Manager, pdf []byte, n int) ([
 		ds = append(ds, time.Since(t0))
 	}
 	return ds, nil
+}
+
+// fanOut calls f n times from workers goroutines at once and returns when
+// every call has.
+func fanOut(n, workers int, f func()) {
+	work := make(chan struct{}, n)
+	for i := 0; i < n; i++ {
+		work <- struct{}{}
+	}
+	close(work)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				f()
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -2,7 +2,11 @@
 // sandbox lifecycle (create, start, exchange+wait, delete) against spawning
 // the same agent natively, and pdf-png of a one-page PDF in the sandbox
 // against the same agent and pdftoppm run natively in a chroot of the same
-// rootfs. It prints JSON lines; the ratios are the figures that count.
+// rootfs. With a running API and worker (-api) it also measures jobs
+// through the HTTP API: pdf-png against the direct sandbox run, intake, and
+// the "served" lines — latency, throughput and CPU per job of html-pdf,
+// office-pdf and pdf-png with the worker's pool off (cold) or on (warm).
+// It prints JSON lines; the ratios are the figures that count.
 //
 // The native baseline runs the agent as uid 65534 in a private mount
 // namespace (unshare) with a fresh tmpfs on the rootfs's /tmp, so it does
@@ -24,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/render"
@@ -39,11 +44,23 @@ func main() {
 	apiURL := flag.String("api", "", "with a running API and worker (make bench starts them): also measure end to end and intake")
 	key := flag.String("key", os.Getenv("RENDERBOX_KEY"), "API key for -api")
 	intake := flag.Int("intake", 200, "jobs submitted for the intake measurement")
-	only := flag.String("only", "", "run only this part: lifecycle, renderers or api")
+	only := flag.String("only", "", "run only this part: lifecycle, renderers, served or api")
+	mode := flag.String("mode", "cold", "served lines' mode: cold (the worker's pool is off) or warm (on; waits for it to fill)")
+	servedRenderers := flag.String("served-renderers", "html-pdf,office-pdf,pdf-png", "renderers measured through the API (comma-separated)")
+	servedSerial := flag.Int("served-serial", 10, "served: jobs one after another for p50/p99")
+	servedJobs := flag.Int("served-jobs", 24, "served: jobs for throughput and CPU per job")
+	servedConc := flag.Int("served-concurrency", 4, "served: clients at once in the throughput phase")
+	workerMetrics := flag.String("worker-metrics", "", "the worker's /metrics URL, to see its pool (renderbox_pool_idle)")
+	poolWait := flag.Duration("pool-wait", 2*time.Minute, "warm: longest wait for the pool to refill before a phase")
+	coldFile := flag.String("cold", "", "warm: JSON lines holding the cold served lines; prints a warm/cold summary")
 	tree := flag.String("rootfs", envOr("RENDERBOX_ROOTFS", "/var/lib/renderbox/rootfs/current"), "built rootfs tree")
 	runsc := flag.String("runsc", os.Getenv("RENDERBOX_RUNSC"), "runsc binary")
 	flag.Parse()
-	if err := run(context.Background(), opts{n: *n, heavyN: *heavyN, tree: *tree, runsc: *runsc, api: *apiURL, key: *key, intake: *intake, only: *only}); err != nil {
+	served := servedOpts{
+		mode: *mode, renderers: strings.Split(*servedRenderers, ","), serial: max(1, *servedSerial), jobs: max(1, *servedJobs),
+		concurrency: max(1, *servedConc), metrics: *workerMetrics, poolWait: *poolWait, coldFile: *coldFile,
+	}
+	if err := run(context.Background(), opts{n: *n, heavyN: *heavyN, tree: *tree, runsc: *runsc, api: *apiURL, key: *key, intake: *intake, only: *only, served: served}); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
@@ -60,6 +77,7 @@ type opts struct {
 	n, heavyN, intake int
 	tree, runsc       string
 	api, key, only    string
+	served            servedOpts
 }
 
 func run(ctx context.Context, o opts) error {
@@ -97,6 +115,17 @@ func run(ctx context.Context, o opts) error {
 				iters = max(1, heavyN)
 			}
 			if err := benchRenderer(ctx, out, stamp, m, rootfs.Dir(tree), c, iters); err != nil {
+				return err
+			}
+		}
+	}
+	if o.api != "" && (o.only == "" || o.only == "served") {
+		lines, err := benchServed(ctx, out, stamp, newAPIClient(o.api, o.key), o.served)
+		if err != nil {
+			return err
+		}
+		if o.served.coldFile != "" {
+			if err := summarize(out, stamp, o.served.coldFile, lines); err != nil {
 				return err
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -32,6 +33,20 @@ func TestOfficeSamplesAreWellFormed(t *testing.T) {
 				}
 			}
 			rc.Close()
+		}
+	}
+}
+
+// The served benchmark's page has a heading, CSS, a header row and rows
+// rows.
+func TestHTMLTableHasItsRows(t *testing.T) {
+	doc := string(HTMLTable(30))
+	if got := strings.Count(doc, "<tr>"); got != 31 {
+		t.Errorf("got %d <tr>, want 31 (a header and 30 rows)", got)
+	}
+	for _, want := range []string{"<h1>", "<style>", "</table>"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("missing %q", want)
 		}
 	}
 }

@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/samples"
+)
+
+// servedOpts configure the served benchmark: jobs through the HTTP API
+// against a running stack whose worker has its pool off ("cold") or on
+// ("warm"). The benchmark does not start or configure the worker; make
+// bench runs it once per mode (scripts/bench.sh).
+type servedOpts struct {
+	mode        string   // cold or warm: a label, and warm waits for the pool
+	renderers   []string // default html-pdf, office-pdf, pdf-png
+	serial      int      // jobs one after another for p50/p99; default 10
+	jobs        int      // jobs for the throughput phase; default 24
+	concurrency int      // clients at once in the throughput phase; default 4
+	metrics     string   // the worker's /metrics URL; "" = not known
+	poolWait    time.Duration
+	coldFile    string // warm mode: JSON lines holding the cold run, for the summary
+}
+
+// servedLine is one renderer in one mode. The first eight fields are the
+// line issue 9 asks for, in its order.
+type servedLine struct {
+	Bench       string  `json:"bench"`
+	Renderer    string  `json:"renderer"`
+	Mode        string  `json:"mode"`
+	P50         float64 `json:"p50_ms"`
+	P99         float64 `json:"p99_ms"`
+	JobsPerS    float64 `json:"jobs_per_s"`
+	Concurrency int     `json:"concurrency"`
+	CPUPerJob   float64 `json:"cpu_s_per_job"`
+	Serial      int     `json:"serial_n"`
+	Jobs        int     `json:"throughput_n"`
+	// CPUWindow says what the CPU figure covers: the throughput phase, and
+	// in warm mode with the pool metric also the pool's refill after it
+	// (the refills are what those jobs cost).
+	CPUWindow string `json:"cpu_window"`
+	Input     string `json:"input"`
+	// PoolIdle is renderbox_pool_idle per family when the serial phase
+	// began, when the worker's metrics are known: none or zeros for cold.
+	PoolIdle map[string]float64 `json:"pool_idle,omitempty"`
+	Time     string             `json:"time"`
+}
+
+// servedInput is what each renderer renders in the served benchmark: the
+// documents of issue 9's comparison. Other renderers use their entry in
+// benchCases.
+func servedInput(renderer string) ([]byte, string, error) {
+	switch renderer {
+	case "html-pdf":
+		return samples.HTMLTable(30), "one-page HTML: heading, 30-row table, CSS", nil
+	case "office-pdf":
+		return samples.DOCX("renderbox benchmark", "Two paragraphs."), "two-paragraph DOCX", nil
+	case "pdf-png":
+		return samples.PDF("renderbox benchmark", 1), "one-page PDF, 150 dpi", nil
+	}
+	for _, c := range benchCases() {
+		if c.renderer == renderer {
+			return c.data, c.input, nil
+		}
+	}
+	return nil, "", fmt.Errorf("served: no input for renderer %q (use one of the renderer lines' names)", renderer)
+}
+
+// benchServed prints one servedLine per renderer and returns them. Each
+// renderer gets a warm-up job first (not counted), then o.serial jobs one
+// after another (latency), then o.jobs jobs from o.concurrency clients at
+// once (throughput, CPU). In warm mode each phase starts from a refilled
+// pool: a phase measures the pool at rest, not one drained by the last.
+func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiClient, o servedOpts) ([]servedLine, error) {
+	if o.mode != "cold" && o.mode != "warm" {
+		return nil, fmt.Errorf("served: -mode %q: use cold (worker pool off) or warm (pool on)", o.mode)
+	}
+	pool := func(fallback time.Duration) map[string]float64 {
+		if o.mode != "warm" {
+			return poolSnapshot(ctx, o.metrics)
+		}
+		return waitPool(ctx, o.metrics, o.poolWait, fallback)
+	}
+	// The first wait also covers a pool that is still filling after the
+	// worker started; without the metric it is a fixed pause.
+	fallback := 20 * time.Second
+	var lines []servedLine
+	for _, r := range o.renderers {
+		input, desc, err := servedInput(r)
+		if err != nil {
+			return nil, err
+		}
+		body := jobBody(r, input)
+		pool(fallback)
+		fallback = 0
+		if err := api.render(ctx, r, body); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+
+		idle := pool(0)
+		var serial []time.Duration
+		for i := 0; i < o.serial; i++ {
+			t0 := time.Now()
+			if err := api.render(ctx, r, body); err != nil {
+				return nil, err
+			}
+			serial = append(serial, time.Since(t0))
+		}
+
+		pool(0)
+		var mu sync.Mutex
+		var failed error
+		cpu0, err := hostCPU()
+		if err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		fanOut(o.jobs, o.concurrency, func() {
+			if err := api.render(ctx, r, body); err != nil {
+				mu.Lock()
+				failed = err
+				mu.Unlock()
+			}
+		})
+		elapsed := time.Since(t0)
+		if failed != nil {
+			return nil, failed
+		}
+		window := "throughput"
+		if o.mode == "warm" && pool(0) != nil {
+			window = "throughput+refill"
+		}
+		cpu1, err := hostCPU()
+		if err != nil {
+			return nil, err
+		}
+
+		l := servedLine{
+			Bench: "served", Renderer: r, Mode: o.mode,
+			P50: ms(pct(serial, 50)), P99: ms(pct(serial, 99)),
+			JobsPerS:    round2(float64(o.jobs) / elapsed.Seconds()),
+			Concurrency: o.concurrency,
+			CPUPerJob:   round2((cpu1 - cpu0) / float64(o.jobs)),
+			Serial:      o.serial, Jobs: o.jobs, CPUWindow: window, Input: desc,
+			PoolIdle: idle, Time: stamp,
+		}
+		if err := out.Encode(l); err != nil {
+			return nil, err
+		}
+		lines = append(lines, l)
+	}
+	return lines, nil
+}
+
+// hostCPU is the CPU time the whole host has spent so far, in seconds:
+// user+nice+system+irq+softirq from /proc/stat's "cpu" line. It is
+// host-wide — the API, the worker, its sandboxes, Redis, this benchmark
+// and anything else on the machine — so run the benchmark on a quiet host.
+// /proc/stat counts in USER_HZ, which Linux fixes at 100 for userspace.
+func hostCPU() (float64, error) {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadString('\n')
+	if err != nil {
+		return 0, fmt.Errorf("reading /proc/stat: %w", err)
+	}
+	fields := strings.Fields(line)
+	if len(fields) < 8 || fields[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var jiffies float64
+	for _, i := range []int{1, 2, 3, 6, 7} { // user nice system (idle iowait) irq softirq
+		v, err := strconv.ParseFloat(fields[i], 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: field %d of %q: %w", i, line, err)
+		}
+		jiffies += v
+	}
+	return jiffies / 100, nil
+}
+
+// poolSnapshot reads renderbox_pool_idle per family from the worker's
+// metrics; nil when the URL is unset, unreachable, or has no such series
+// (a worker without a pool).
+func poolSnapshot(ctx context.Context, url string) map[string]float64 {
+	if url == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	return parsePoolIdle(bufio.NewScanner(resp.Body))
+}
+
+// parsePoolIdle picks `renderbox_pool_idle{family="F"} V` out of the
+// Prometheus text format.
+func parsePoolIdle(sc *bufio.Scanner) map[string]float64 {
+	var idle map[string]float64
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, "renderbox_pool_idle{")
+		if !ok {
+			continue
+		}
+		_, fam, ok := strings.Cut(rest, `family="`)
+		if !ok {
+			continue
+		}
+		fam, _, _ = strings.Cut(fam, `"`)
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			continue
+		}
+		if idle == nil {
+			idle = map[string]float64{}
+		}
+		idle[fam] = v
+	}
+	return idle
+}
+
+// waitPool polls the worker's metrics until every family's pool holds at
+// least one idle sandbox, or d passes (then it says so and goes on: the
+// line records what the pool held). When the worker exposes no pool
+// metric it waits fallback instead. It returns the last snapshot.
+func waitPool(ctx context.Context, url string, d, fallback time.Duration) map[string]float64 {
+	deadline := time.Now().Add(d)
+	for {
+		idle := poolSnapshot(ctx, url)
+		if idle == nil {
+			if fallback > 0 {
+				fmt.Fprintf(os.Stderr, "bench: no renderbox_pool_idle at %q; waiting %s for the pool instead\n", url, fallback)
+				time.Sleep(fallback)
+			}
+			return nil
+		}
+		full := true
+		for _, v := range idle {
+			full = full && v >= 1
+		}
+		if full {
+			return idle
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "bench: the pool is not full after %s: idle %v; going on\n", d, idle)
+			return idle
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// summarize prints, per renderer measured in both modes, warm over cold
+// for each served figure: below 1 is better for latency and CPU, above 1
+// for throughput. The cold lines come from file (the same make bench run).
+func summarize(out *json.Encoder, stamp, file string, warm []servedLine) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("summary: the cold run's lines: %w", err)
+	}
+	defer f.Close()
+	cold := map[string]servedLine{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l servedLine
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Bench == "served" && l.Mode == "cold" {
+			cold[l.Renderer] = l // the last cold line of a renderer wins
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("summary: reading %s: %w", file, err)
+	}
+	ratios := map[string]map[string]float64{}
+	for _, w := range warm {
+		c, ok := cold[w.Renderer]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "bench: summary: no cold line for %s in %s\n", w.Renderer, file)
+			continue
+		}
+		ratios[w.Renderer] = map[string]float64{
+			"p50_ms": div(w.P50, c.P50), "p99_ms": div(w.P99, c.P99),
+			"jobs_per_s": div(w.JobsPerS, c.JobsPerS), "cpu_s_per_job": div(w.CPUPerJob, c.CPUPerJob),
+		}
+	}
+	return out.Encode(map[string]any{"time": stamp, "bench": "summary", "warm_over_cold": ratios})
+}
+
+func round2(f float64) float64 { return math.Round(f*100) / 100 }
+
+// div is a/b to two places; 0 when b is 0 (JSON has no infinity).
+func div(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return round2(a / b)
+}
