@@ -25,8 +25,9 @@ API_ARGS="-rate 1000000 -burst 1000000 -max-queue-depth 1000000" WORKER_ARGS="${
   WORKER_METRICS=$metrics LOGS=out/bench-logs source scripts/stack.sh
 bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" -mode cold "$@" | tee out/bench.jsonl
 
-# Warm: the worker's default pool. bin/bench waits for renderbox_pool_idle
-# to show every family's pool holding a sandbox before each phase.
+# Warm: the worker's default pool. Before each phase bin/bench polls the
+# worker's /metrics until every family's pool is full (renderbox_pool_idle
+# against renderbox_pool_size).
 echo "restarting the worker with its pool on…"
 stack_restart_worker "$logs/worker-warm.log"
 bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" "$@" \

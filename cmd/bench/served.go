@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -52,7 +53,11 @@ type servedLine struct {
 	// PoolIdle is renderbox_pool_idle per family when the serial phase
 	// began, when the worker's metrics are known: none or zeros for cold.
 	PoolIdle map[string]float64 `json:"pool_idle,omitempty"`
-	Time     string             `json:"time"`
+	// Modes counts the measured jobs (serial and throughput) by how the
+	// worker made their sandbox: cold, prebooted or restored — the pool's
+	// hits and misses. Absent when the worker does not say.
+	Modes map[string]float64 `json:"sandbox_modes,omitempty"`
+	Time  string             `json:"time"`
 }
 
 // servedInput is what each renderer renders in the served benchmark: the
@@ -107,6 +112,7 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 		}
 
 		idle := pool(0)
+		modes0 := jobModes(ctx, o.metrics, r)
 		var serial []time.Duration
 		for i := 0; i < o.serial; i++ {
 			t0 := time.Now()
@@ -143,6 +149,7 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 		if err != nil {
 			return nil, err
 		}
+		modes := modesSince(ctx, o.metrics, r, modes0, o.serial+o.jobs)
 
 		l := servedLine{
 			Bench: "served", Renderer: r, Mode: o.mode,
@@ -151,7 +158,7 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 			Concurrency: o.concurrency,
 			CPUPerJob:   round2((cpu1 - cpu0) / float64(o.jobs)),
 			Serial:      o.serial, Jobs: o.jobs, CPUWindow: window, Input: desc,
-			PoolIdle: idle, Time: stamp,
+			PoolIdle: idle, Modes: modes, Time: stamp,
 		}
 		if err := out.Encode(l); err != nil {
 			return nil, err
@@ -191,10 +198,16 @@ func hostCPU() (float64, error) {
 	return jiffies / 100, nil
 }
 
-// poolSnapshot reads renderbox_pool_idle per family from the worker's
-// metrics; nil when the URL is unset, unreachable, or has no such series
-// (a worker without a pool).
-func poolSnapshot(ctx context.Context, url string) map[string]float64 {
+// sample is one series of the Prometheus text format.
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// scrape reads the worker's metrics; nil when the URL is unset or
+// unreachable.
+func scrape(ctx context.Context, url string) []sample {
 	if url == "" {
 		return nil
 	}
@@ -209,45 +222,80 @@ func poolSnapshot(ctx context.Context, url string) map[string]float64 {
 		return nil
 	}
 	defer resp.Body.Close()
-	return parsePoolIdle(bufio.NewScanner(resp.Body))
+	return parseMetrics(bufio.NewScanner(resp.Body))
 }
 
-// parsePoolIdle picks `renderbox_pool_idle{family="F"} V` out of the
-// Prometheus text format.
-func parsePoolIdle(sc *bufio.Scanner) map[string]float64 {
-	var idle map[string]float64
+// parseMetrics reads `name{k="v",…} value` lines of the text format (the
+// worker's label values hold no commas or quotes) and skips the rest.
+func parseMetrics(sc *bufio.Scanner) []sample {
+	var out []sample
 	for sc.Scan() {
 		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, "renderbox_pool_idle{")
-		if !ok {
+		if line == "" || line[0] == '#' {
 			continue
 		}
-		_, fam, ok := strings.Cut(rest, `family="`)
-		if !ok {
-			continue
-		}
-		fam, _, _ = strings.Cut(fam, `"`)
 		fields := strings.Fields(line)
 		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
+		if err != nil || len(fields) < 2 {
 			continue
 		}
-		if idle == nil {
-			idle = map[string]float64{}
+		name, rest, _ := strings.Cut(fields[0], "{")
+		labels := map[string]string{}
+		for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
+			if k, val, ok := strings.Cut(kv, "="); ok {
+				labels[k] = strings.Trim(val, `"`)
+			}
 		}
-		idle[fam] = v
+		out = append(out, sample{name, labels, v})
 	}
-	return idle
+	return out
 }
 
-// waitPool polls the worker's metrics until every family's pool holds at
-// least one idle sandbox, or d passes (then it says so and goes on: the
-// line records what the pool held). When the worker exposes no pool
-// metric it waits fallback instead. It returns the last snapshot.
+// byLabel sums the series called name by the value of label, over the
+// series whose other labels match where.
+func byLabel(ss []sample, name, label string, where map[string]string) map[string]float64 {
+	var out map[string]float64
+next:
+	for _, s := range ss {
+		if s.name != name {
+			continue
+		}
+		for k, v := range where {
+			if s.labels[k] != v {
+				continue next
+			}
+		}
+		if l, ok := s.labels[label]; ok {
+			if out == nil {
+				out = map[string]float64{}
+			}
+			out[l] += s.value
+		}
+	}
+	return out
+}
+
+// poolSnapshot is renderbox_pool_idle per family; nil for a worker without
+// a pool (or unknown metrics).
+func poolSnapshot(ctx context.Context, url string) map[string]float64 {
+	return byLabel(scrape(ctx, url), "renderbox_pool_idle", "family", nil)
+}
+
+// waitPool polls the worker's metrics until every family's pool holds the
+// operator's size (renderbox_pool_size; one sandbox if that is not
+// exported), or holds at least one and has not changed for 30 s (a
+// memory budget can keep a pool below its size), or d passes (then it
+// says so and goes on: the line records what the pool held). When the
+// worker exposes no pool metric it waits fallback instead. It returns the
+// last idle counts.
 func waitPool(ctx context.Context, url string, d, fallback time.Duration) map[string]float64 {
+	const stall = 30 * time.Second
 	deadline := time.Now().Add(d)
+	var last map[string]float64
+	changed := time.Now()
 	for {
-		idle := poolSnapshot(ctx, url)
+		ss := scrape(ctx, url)
+		idle := byLabel(ss, "renderbox_pool_idle", "family", nil)
 		if idle == nil {
 			if fallback > 0 {
 				fmt.Fprintf(os.Stderr, "bench: no renderbox_pool_idle at %q; waiting %s for the pool instead\n", url, fallback)
@@ -255,18 +303,58 @@ func waitPool(ctx context.Context, url string, d, fallback time.Duration) map[st
 			}
 			return nil
 		}
-		full := true
-		for _, v := range idle {
-			full = full && v >= 1
+		if !maps.Equal(idle, last) {
+			last, changed = idle, time.Now()
 		}
-		if full {
+		size := byLabel(ss, "renderbox_pool_size", "family", nil)
+		full, some := true, true
+		for fam, v := range idle {
+			want, ok := size[fam]
+			if !ok {
+				want = 1
+			}
+			full = full && v >= want
+			some = some && (v >= 1 || want == 0)
+		}
+		if full || (some && time.Since(changed) > stall) {
 			return idle
 		}
 		if time.Now().After(deadline) {
-			fmt.Fprintf(os.Stderr, "bench: the pool is not full after %s: idle %v; going on\n", d, idle)
+			fmt.Fprintf(os.Stderr, "bench: the pool is not full after %s: idle %v of %v; going on\n", d, idle, size)
 			return idle
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// jobModes is renderbox_worker_jobs_total of renderer by how its sandbox
+// was made (cold, prebooted, restored); nil if the worker does not say.
+func jobModes(ctx context.Context, url, renderer string) map[string]float64 {
+	return byLabel(scrape(ctx, url), "renderbox_worker_jobs_total", "mode", map[string]string{"renderer": renderer})
+}
+
+// modesSince is how many of renderer's jobs ran in each mode since
+// before, once the worker has counted want of them (it counts a job just
+// after reporting it, so give it a moment).
+func modesSince(ctx context.Context, url, renderer string, before map[string]float64, want int) map[string]float64 {
+	if url == "" {
+		return nil
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		after := jobModes(ctx, url, renderer)
+		if after == nil {
+			return nil
+		}
+		d, total := map[string]float64{}, 0.0
+		for k, v := range after {
+			if v-before[k] > 0 {
+				d[k] = v - before[k]
+				total += d[k]
+			}
+		}
+		if int(total) >= want || time.Now().After(deadline) {
+			return d
+		}
 	}
 }
 

@@ -2,27 +2,42 @@ package main
 
 import (
 	"bufio"
+	"reflect"
 	"strings"
 	"testing"
 )
 
-// The pool's idle gauge is picked per family out of the text format, and a
-// worker without it reads as no pool.
-func TestParsePoolIdle(t *testing.T) {
-	text := `# HELP renderbox_pool_idle Idle sandboxes in the pool.
+const metricsText = `# HELP renderbox_pool_idle Pre-booted sandboxes ready for a job.
 # TYPE renderbox_pool_idle gauge
 renderbox_pool_idle{family="chromium"} 2
-renderbox_pool_idle{family="light",extra="x"} 1
-renderbox_pool_idle_seconds{family="office"} 9
+renderbox_pool_idle{family="light"} 1
+renderbox_pool_idle_memory_bytes{family="office"} 9e+08
+renderbox_pool_size{family="chromium"} 2
+renderbox_worker_jobs_total{mode="restored",outcome="succeeded",renderer="html-pdf"} 30
+renderbox_worker_jobs_total{mode="cold",outcome="succeeded",renderer="html-pdf"} 4
+renderbox_worker_jobs_total{mode="cold",outcome="render_failed",renderer="html-pdf"} 1
+renderbox_worker_jobs_total{mode="prebooted",outcome="succeeded",renderer="pdf-png"} 7
 go_goroutines 12
 `
-	got := parsePoolIdle(bufio.NewScanner(strings.NewReader(text)))
-	want := map[string]float64{"chromium": 2, "light": 1}
-	if len(got) != len(want) || got["chromium"] != 2 || got["light"] != 1 {
-		t.Errorf("got %v, want %v", got, want)
-	}
-	if got := parsePoolIdle(bufio.NewScanner(strings.NewReader("go_goroutines 12\n"))); got != nil {
-		t.Errorf("without the gauge: got %v, want nil", got)
+
+// The pool's gauges are picked per family and jobs summed per mode out of
+// the text format; a worker without them reads as nil.
+func TestByLabel(t *testing.T) {
+	ss := parseMetrics(bufio.NewScanner(strings.NewReader(metricsText)))
+	for _, c := range []struct {
+		name, label string
+		where       map[string]string
+		want        map[string]float64
+	}{
+		{"renderbox_pool_idle", "family", nil, map[string]float64{"chromium": 2, "light": 1}},
+		{"renderbox_pool_size", "family", nil, map[string]float64{"chromium": 2}},
+		{"renderbox_worker_jobs_total", "mode", map[string]string{"renderer": "html-pdf"}, map[string]float64{"restored": 30, "cold": 5}},
+		{"renderbox_pool_idle", "family", map[string]string{"renderer": "x"}, nil},
+		{"renderbox_absent", "family", nil, nil},
+	} {
+		if got := byLabel(ss, c.name, c.label, c.where); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s by %s where %v: got %v, want %v", c.name, c.label, c.where, got, c.want)
+		}
 	}
 }
 
