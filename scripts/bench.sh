@@ -14,7 +14,7 @@ metrics=${WORKER_METRICS:-127.0.0.1:19091}
 # Cold: the worker's pool off. A worker without a pool has no -pool-size
 # flag; then it runs both modes as it is, and the warm lines are cold too.
 cold_args=()
-if bin/worker serve -h 2>&1 | grep -q -- '-pool-size'; then
+if [[ $(bin/worker serve -h 2>&1 || true) == *-pool-size* ]]; then
   cold_args=(-pool-size none)
 else
   echo "bench: this worker has no -pool-size (no pool yet): the warm lines will be cold too" >&2

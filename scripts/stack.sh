@@ -15,6 +15,8 @@ mkdir -p -m 0700 "$(dirname "$db")"  # the ledger and webhook.key: owner only
 
 bash scripts/redis.sh
 
+# Kept: `VAR=… source stack.sh` sets VAR only while this file runs.
+worker_metrics=${WORKER_METRICS:-}
 stack_pids=()
 worker_pid=
 stack_stop() {
@@ -26,7 +28,7 @@ trap stack_stop EXIT
 stack_start_worker() { # LOGFILE FLAGS…: start a worker, return once it is ready
   local log=$1
   shift
-  bin/worker serve -redis "$RENDERBOX_REDIS" -metrics-addr "${WORKER_METRICS:-}" "$@" > "$log" 2>&1 &
+  bin/worker serve -redis "$RENDERBOX_REDIS" -metrics-addr "$worker_metrics" "$@" > "$log" 2>&1 &
   worker_pid=$!
   echo "waiting for the worker's start-up checks and self-test…"
   for _ in $(seq 240); do

@@ -119,6 +119,8 @@ func run(ctx context.Context, o opts) error {
 			}
 		}
 	}
+	// Failed served jobs fail the run, after the other parts.
+	var servedErr error
 	if o.api != "" && (o.only == "" || o.only == "served") {
 		lines, err := benchServed(ctx, out, stamp, newAPIClient(o.api, o.key), o.served)
 		if err != nil {
@@ -129,11 +131,18 @@ func run(ctx context.Context, o opts) error {
 				return err
 			}
 		}
+		for _, l := range lines {
+			if l.Failed > 0 && servedErr == nil {
+				servedErr = fmt.Errorf("served: %d %s job(s) failed in %s mode (see its line, and the worker's log)", l.Failed, l.Renderer, l.Mode)
+			}
+		}
 	}
 	if o.api != "" && (o.only == "" || o.only == "api") {
-		return benchAPI(ctx, out, stamp, m, o.api, o.key, n, o.intake)
+		if err := benchAPI(ctx, out, stamp, m, o.api, o.key, n, o.intake); err != nil {
+			return err
+		}
 	}
-	return nil
+	return servedErr
 }
 
 // benchLifecycle times a no-op job's sandbox phases against the same agent

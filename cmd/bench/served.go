@@ -57,7 +57,10 @@ type servedLine struct {
 	// worker made their sandbox: cold, prebooted or restored — the pool's
 	// hits and misses. Absent when the worker does not say.
 	Modes map[string]float64 `json:"sandbox_modes,omitempty"`
-	Time  string             `json:"time"`
+	// Failed counts jobs that did not succeed, warm-up included; latency
+	// and throughput are over the ones that did.
+	Failed int    `json:"failed"`
+	Time   string `json:"time"`
 }
 
 // servedInput is what each renderer renders in the served benchmark: the
@@ -105,42 +108,51 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 			return nil, err
 		}
 		body := jobBody(r, input)
+		// A failed job does not end the run (the other lines still count,
+		// and on a loaded host a Chromium job can time out): it is counted
+		// in the line, its first error printed, and the run fails at the end.
+		var mu sync.Mutex
+		failed := 0
+		try := func() bool {
+			err := api.render(ctx, r, body)
+			if err != nil {
+				mu.Lock()
+				defer mu.Unlock()
+				if failed++; failed == 1 {
+					fmt.Fprintf(os.Stderr, "bench: served %s %s: %v\n", o.mode, r, err)
+				}
+			}
+			return err == nil
+		}
 		pool(fallback)
 		fallback = 0
-		if err := api.render(ctx, r, body); err != nil {
-			return nil, fmt.Errorf("warm-up: %w", err)
-		}
+		try() // warm-up
 
 		idle := pool(0)
 		modes0 := jobModes(ctx, o.metrics, r)
 		var serial []time.Duration
 		for i := 0; i < o.serial; i++ {
 			t0 := time.Now()
-			if err := api.render(ctx, r, body); err != nil {
-				return nil, err
+			if try() {
+				serial = append(serial, time.Since(t0))
 			}
-			serial = append(serial, time.Since(t0))
 		}
 
 		pool(0)
-		var mu sync.Mutex
-		var failed error
 		cpu0, err := hostCPU()
 		if err != nil {
 			return nil, err
 		}
+		done := 0
 		t0 := time.Now()
 		fanOut(o.jobs, o.concurrency, func() {
-			if err := api.render(ctx, r, body); err != nil {
+			if try() {
 				mu.Lock()
-				failed = err
+				done++
 				mu.Unlock()
 			}
 		})
 		elapsed := time.Since(t0)
-		if failed != nil {
-			return nil, failed
-		}
 		window := "throughput"
 		if o.mode == "warm" && pool(0) != nil {
 			window = "throughput+refill"
@@ -153,12 +165,14 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 
 		l := servedLine{
 			Bench: "served", Renderer: r, Mode: o.mode,
-			P50: ms(pct(serial, 50)), P99: ms(pct(serial, 99)),
-			JobsPerS:    round2(float64(o.jobs) / elapsed.Seconds()),
+			JobsPerS:    round2(float64(done) / elapsed.Seconds()),
 			Concurrency: o.concurrency,
 			CPUPerJob:   round2((cpu1 - cpu0) / float64(o.jobs)),
 			Serial:      o.serial, Jobs: o.jobs, CPUWindow: window, Input: desc,
-			PoolIdle: idle, Modes: modes, Time: stamp,
+			PoolIdle: idle, Modes: modes, Failed: failed, Time: stamp,
+		}
+		if len(serial) > 0 {
+			l.P50, l.P99 = ms(pct(serial, 50)), ms(pct(serial, 99))
 		}
 		if err := out.Encode(l); err != nil {
 			return nil, err
