@@ -91,6 +91,20 @@ type memoryGuard struct {
 	at    time.Time
 	mem   queue.Memory
 	since int64
+	// warned is when the last refusal was logged: once a minute at most.
+	warned time.Time
+}
+
+// firstRefusal reports whether a refusal should be logged: the first in a
+// minute.
+func (g *memoryGuard) firstRefusal() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if time.Since(g.warned) < time.Minute {
+		return false
+	}
+	g.warned = time.Now()
+	return true
 }
 
 // full reports whether Redis is past the high-water mark, with the
@@ -141,7 +155,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, key string, size 
 		return false
 	}
 	if full {
-		s.Logger.Warn("refusing jobs: Redis is past its high-water mark", "used_bytes", used, "high_water_bytes", mark)
+		if s.memory.firstRefusal() {
+			s.Logger.Warn("refusing jobs: Redis is past its high-water mark", "used_bytes", used, "high_water_bytes", mark)
+		}
 		w.Header().Set("Retry-After", "30")
 		problem(w, http.StatusServiceUnavailable, "queue_full", "the queue's storage is nearly full; retry later")
 		return false
