@@ -1,11 +1,21 @@
 package main
 
 import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 
 	"github.com/renderbox/renderbox/internal/wire"
 )
@@ -19,10 +29,207 @@ var sofficeFlags = []string{
 	"--headless", "--invisible", "--norestore", "--nologo", "--nodefault", "--nolockcheck",
 }
 
-// runOffice converts the document o describes with soffice --convert-to.
-// The output is OutDir/<input's stem>.<format>, and a run that leaves none
-// is a failure.
-func runOffice(o *wire.Office, env []string, tail *tail, res *wire.Result) error {
+// officeBridge is the Python UNO bridge rootfs/build.sh installs from
+// rootfs/files: it drives a booted soffice over its UNO pipe.
+const officeBridge = "/usr/local/lib/renderbox/office-bridge.py"
+
+// warmOffice is the LibreOffice booted before the request arrived, or nil
+// in a sandbox that boots nothing ahead (then office jobs run cold);
+// runOffice takes it.
+var warmOffice *office
+
+// office is a LibreOffice running headless in this sandbox with a UNO
+// bridge attached, waiting for a conversion.
+type office struct {
+	env             []string
+	soffice, bridge *exec.Cmd
+	sofficeDone     chan struct{} // closed when soffice has exited
+	bridgeIn        io.WriteCloser
+	bridgeOut       *bufio.Reader
+	log             *switchWriter
+	mu              sync.Mutex // one conversion at a time
+}
+
+// officeReply is one line from the bridge.
+type officeReply struct {
+	Ready     bool   `json:"ready"`
+	OK        bool   `json:"ok"`
+	Error     string `json:"error"`
+	ConnectMS int64  `json:"connect_ms"`
+	WarmupMS  int64  `json:"warmup_ms"`
+}
+
+// bootOffice starts soffice listening on a private UNO pipe and the bridge
+// that drives it, and returns once the bridge has converted its warm-up
+// document. What both print goes to log until a conversion redirects it.
+func bootOffice(env []string, log io.Writer) (*office, error) {
+	if err := os.MkdirAll(wire.WorkDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", wire.WorkDir, err)
+	}
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, err
+	}
+	// The pipe is a socket under /tmp; only this sandbox can see it.
+	pipe := "renderbox-office-" + hex.EncodeToString(nonce[:])
+	o := &office{env: env, log: &switchWriter{w: log}, sofficeDone: make(chan struct{})}
+
+	argv := append(append([]string{}, sofficeFlags...), "--accept=pipe,name="+pipe+";urp;StarOffice.ComponentContext")
+	o.soffice = officeCmd(soffice, argv, env, o.log)
+	if err := startReserving(o.soffice); err != nil {
+		return nil, fmt.Errorf("starting soffice: %w", err)
+	}
+	go func() {
+		_ = o.soffice.Wait()
+		close(o.sofficeDone)
+	}()
+
+	o.bridge = officeCmd("/usr/bin/python3", []string{"-I", officeBridge, pipe, wire.WorkDir}, env, o.log)
+	o.bridge.Stdout = nil // its stdout is the protocol
+	in, err := o.bridge.StdinPipe()
+	if err == nil {
+		var out io.ReadCloser
+		out, err = o.bridge.StdoutPipe()
+		o.bridgeOut = bufio.NewReader(out)
+	}
+	if err == nil {
+		err = startReserving(o.bridge)
+	}
+	if err != nil {
+		o.close()
+		return nil, fmt.Errorf("starting the office bridge: %w", err)
+	}
+	o.bridgeIn = in
+
+	ready := make(chan error, 1)
+	go func() {
+		r, err := o.reply()
+		switch {
+		case err != nil:
+		case r.Error != "":
+			err = errors.New(r.Error)
+		case !r.Ready:
+			err = errors.New("office bridge answered without being ready")
+		}
+		ready <- err
+	}()
+	select {
+	case err = <-ready:
+	case <-o.sofficeDone:
+		err = fmt.Errorf("soffice exited while booting: %v", o.soffice.ProcessState)
+	}
+	if err != nil {
+		o.close()
+		return nil, fmt.Errorf("booting LibreOffice: %w", err)
+	}
+	return o, nil
+}
+
+// officeCmd is one of the office processes, in its own process group and
+// killed if the agent dies.
+func officeCmd(prog string, args, env []string, log io.Writer) *exec.Cmd {
+	cmd := exec.Command(prog, args...)
+	cmd.Env = env
+	if cmd.Env == nil {
+		cmd.Env = []string{} // never inherit ours
+	}
+	cmd.Dir = wire.WorkDir
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// reply reads one line from the bridge.
+func (o *office) reply() (officeReply, error) {
+	var r officeReply
+	line, err := o.bridgeOut.ReadBytes('\n')
+	if err != nil {
+		if err == io.EOF {
+			err = errors.New("office bridge exited")
+		}
+		return r, err
+	}
+	if err := json.Unmarshal(line, &r); err != nil {
+		return r, fmt.Errorf("office bridge: %v", err)
+	}
+	return r, nil
+}
+
+// convert has the booted LibreOffice convert in (a file under /tmp) to PDF
+// at outPath. It has no deadline of its own: the host kills the sandbox
+// when the job's time is up.
+func (o *office) convert(in, outPath string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	b, err := json.Marshal(map[string]string{"input": in, "output": outPath, "format": wire.OfficePDF})
+	if err != nil {
+		return err
+	}
+	if _, err := o.bridgeIn.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("sending to the office bridge: %w", err)
+	}
+	r, err := o.reply()
+	if err == nil && !r.OK {
+		err = errors.New(r.Error)
+	}
+	if err != nil {
+		return fmt.Errorf("converting with LibreOffice: %w", err)
+	}
+	return nil
+}
+
+// alive reports whether soffice is still running.
+func (o *office) alive() bool {
+	select {
+	case <-o.sofficeDone:
+		return false
+	default:
+		return true
+	}
+}
+
+// maxRSSKiB is soffice's peak resident set (VmHWM), 0 if unknown. gVisor's
+// /proc has no VmHWM; there the resident set right after the conversion
+// (VmRSS) stands in for it.
+func (o *office) maxRSSKiB() int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(o.soffice.Process.Pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	var hwm, rss int64
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmHWM":
+			hwm = n
+		case "VmRSS":
+			rss = n
+		}
+	}
+	return max(hwm, rss)
+}
+
+// close kills both processes and their groups.
+func (o *office) close() {
+	for _, c := range []*exec.Cmd{o.bridge, o.soffice} {
+		if c != nil && c.Process != nil {
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	if o.bridge != nil && o.bridge.Process != nil {
+		_ = o.bridge.Wait()
+	}
+	if o.soffice.Process != nil {
+		<-o.sofficeDone
+	}
+}
+
+// runOffice converts the document o describes: with the LibreOffice booted
+// ahead (warm) when there is one, else with a cold soffice --convert-to.
+// Either way the output is OutDir/<input's stem>.<format>, and a run that
+// leaves none is a failure.
+func runOffice(o *wire.Office, env []string, warm *office, tail *tail, res *wire.Result) error {
 	if o.Format != wire.OfficePDF {
 		return fmt.Errorf("office format %q is not supported", o.Format)
 	}
@@ -31,12 +238,35 @@ func runOffice(o *wire.Office, env []string, tail *tail, res *wire.Result) error
 	if err := os.MkdirAll(o.OutDir, 0o700); err != nil {
 		return err
 	}
-	argv := append(append([]string{soffice}, sofficeFlags...), "--convert-to", o.Format, "--outdir", o.OutDir, o.Input)
-	if !runStep(wire.Step{Argv: argv}, env, tail, res) {
-		if res.Error != "" {
-			return errors.New(res.Error)
+	// A booted LibreOffice that has died, or whose environment is not the
+	// request's (a pool older than the catalogue), is not used.
+	switch {
+	case warm == nil:
+	case !warm.alive():
+		fmt.Fprintf(tail, "renderbox-agent: the pre-booted LibreOffice has exited (%v); converting cold\n", warm.soffice.ProcessState)
+		warm.close()
+		warm = nil
+	case !slices.Equal(warm.env, env):
+		fmt.Fprintf(tail, "renderbox-agent: the pre-booted LibreOffice does not match the request; converting cold\n")
+		warm.close()
+		warm = nil
+	}
+	if warm != nil {
+		warm.log.set(tail)
+		err := warm.convert(o.Input, out)
+		res.MaxRSSKiB = max(res.MaxRSSKiB, warm.maxRSSKiB())
+		warm.close() // single-use: nothing to shut down gracefully for
+		if err != nil {
+			return err
 		}
-		return errors.New("soffice failed")
+	} else {
+		argv := append(append([]string{soffice}, sofficeFlags...), "--convert-to", o.Format, "--outdir", o.OutDir, o.Input)
+		if !runStep(wire.Step{Argv: argv}, env, tail, res) {
+			if res.Error != "" {
+				return errors.New(res.Error)
+			}
+			return errors.New("soffice failed")
+		}
 	}
 	// soffice --convert-to exits 0 when it could not load the document.
 	if st, err := os.Lstat(out); err != nil || !st.Mode().IsRegular() {

@@ -34,7 +34,7 @@ func render(req *wire.Request, out *bufio.Writer) *wire.Result {
 	case req.Browser != nil:
 		err = browse(req.Browser, req.Env, tail, res)
 	case req.Office != nil:
-		err = runOffice(req.Office, req.Env, tail, res)
+		err = runOffice(req.Office, req.Env, warmOffice, tail, res)
 	}
 	if err != nil {
 		if res.ExitCode == 0 && res.Signal == 0 {

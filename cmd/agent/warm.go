@@ -60,6 +60,13 @@ func bootKind(w *wire.Warm, log io.Writer) error {
 		}
 		warmBrowser = b
 		return nil
+	case wire.WarmOffice:
+		o, err := bootOffice(w.Env, log)
+		if err != nil {
+			return err
+		}
+		warmOffice = o
+		return nil
 	}
 	return fmt.Errorf("unknown warm kind %q", w.Kind)
 }

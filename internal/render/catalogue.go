@@ -46,6 +46,9 @@ var chromiumEnv = []string{
 
 var plainEnv = []string{"PATH=/usr/bin:/bin", "HOME=" + wire.WorkDir, "LANG=C.UTF-8"}
 
+// officeEnv is LibreOffice's: no display, its headless backend.
+var officeEnv = append([]string{"SAL_USE_VCLPLUGIN=svp"}, plainEnv...)
+
 // Chromium is multi-process: it gets both cores and room for its threads.
 var chromiumLimits = sandbox.Limits{Timeout: 60 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20}
 
@@ -370,7 +373,7 @@ var catalogue = map[string]*Renderer{
 			// The agent runs LibreOffice itself: one booted before the job
 			// when the sandbox was, else a cold soffice --convert-to.
 			return wire.Request{
-				Env:    append([]string{"SAL_USE_VCLPLUGIN=svp"}, plainEnv...),
+				Env:    officeEnv,
 				Office: &wire.Office{Input: in.Path, OutDir: wire.OutputDir, Format: wire.OfficePDF},
 			}, nil
 		},

@@ -38,7 +38,7 @@ func (r *Renderer) Family() string {
 func PoolFamilies() []sandbox.PoolFamily {
 	fams := []sandbox.PoolFamily{
 		{Name: FamilyChromium, Warm: wire.Warm{Kind: wire.WarmBrowser, Argv: chromiumArgs, Env: chromiumEnv}},
-		{Name: FamilyOffice},
+		{Name: FamilyOffice, Warm: wire.Warm{Kind: wire.WarmOffice, Env: officeEnv}},
 		{Name: FamilyLight},
 	}
 	for i := range fams {
