@@ -27,8 +27,10 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/render"
@@ -83,7 +85,12 @@ type opts struct {
 func run(ctx context.Context, o opts) error {
 	n, heavyN, tree, runsc := o.n, o.heavyN, o.tree, o.runsc
 	state := fmt.Sprintf("/run/renderbox-bench-%d", os.Getpid())
-	defer os.RemoveAll(state)
+	defer func() {
+		// runsc bind-mounts an empty network namespace (--network=none)
+		// into its root; RemoveAll cannot remove a mount point.
+		_ = syscall.Unmount(filepath.Join(state, "runsc", "null-netns"), syscall.MNT_DETACH)
+		os.RemoveAll(state)
+	}()
 	m, err := sandbox.NewManager(sandbox.Config{
 		Runsc: runsc, Rootfs: rootfs.Dir(tree), StateDir: state,
 		CgroupParent: fmt.Sprintf("renderbox-bench-%d", os.Getpid()),
