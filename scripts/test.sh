@@ -22,8 +22,22 @@ fi
 # and LibreOffice runs from another package.
 go test -race -count=1 -p 1 -timeout 25m ./...
 # An execution count, not a duration: on go1.26 a duration -fuzztime can end
-# with a spurious "context deadline exceeded" (golang/go#75804).
-fuzztime=${FUZZTIME:-300000x}
-for target in FuzzReadResponse FuzzReadRequest; do
-  go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" ./internal/wire
-done
+# with a spurious "context deadline exceeded" (golang/go#75804). Each line
+# is a package, a target and its count: the framing parsers get the most,
+# the parsers of a client's request (intake, options, limits, sniffing,
+# cursors, idempotency keys) a short run each ($FUZZTIME overrides all).
+while read -r pkg target count; do
+  go test -run '^$' -fuzz "^$target\$" -fuzztime "${FUZZTIME:-$count}" "$pkg" </dev/null
+done <<'TARGETS'
+./internal/wire FuzzReadResponse 300000x
+./internal/wire FuzzReadRequest 300000x
+./internal/api FuzzJSONIntake 20000x
+./internal/api FuzzMultipartIntake 20000x
+./internal/render FuzzDecodeOptions 20000x
+./internal/render FuzzDecodeLimits 20000x
+./internal/render FuzzSniff 20000x
+./internal/render FuzzZipDirectory 20000x
+./internal/render FuzzImageHeader 20000x
+./internal/ledger FuzzDecodeCursor 20000x
+./internal/ledger FuzzIdempotencyKey 20000x
+TARGETS

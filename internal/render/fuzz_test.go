@@ -1,0 +1,134 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"runtime"
+	"testing"
+
+	"github.com/renderbox/renderbox/internal/samples"
+)
+
+// An option decoded is an option known, read as encoding/json reads it.
+func FuzzDecodeOptions(f *testing.F) {
+	for _, s := range []string{`{"dpi": 72, "format": "jpeg"}`, `null`, ``, `{"dpi":72,"dpi":73}`, `{"zz":1,"aa":2}`, `[1]`, `{"dpi":{"a":[1,2,{"b":null}]}}`, `{} {}`, `{"first_page":1e400}`} {
+		f.Add([]byte(s))
+	}
+	r, _ := Lookup("pdf-png")
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		opts, err := r.DecodeOptions(raw)
+		if err != nil {
+			if len(err.Error()) > 1024 {
+				t.Fatalf("a %d-byte error", len(err.Error()))
+			}
+			return
+		}
+		var want map[string]any
+		if len(bytes.TrimSpace(raw)) > 0 {
+			if err := json.Unmarshal(raw, &want); err != nil {
+				t.Fatalf("accepted %q, which encoding/json refuses: %v", raw, err)
+			}
+		}
+		for k, v := range opts {
+			if r.option(k) == nil {
+				t.Fatalf("accepted unknown option %q", k)
+			}
+			a, _ := json.Marshal(v)
+			b, _ := json.Marshal(want[k])
+			if !bytes.Equal(a, b) {
+				t.Fatalf("option %s = %s, encoding/json read %s", k, a, b)
+			}
+		}
+	})
+}
+
+// Decoded limits are positive, and what is queued (their JSON) decodes to
+// the same limits.
+func FuzzDecodeLimits(f *testing.F) {
+	for _, s := range []string{`{"timeout_seconds": 5}`, `{"timeout_seconds": 1e-10}`, `{"memory_bytes": 268435456, "max_pages": 2}`, `{"max_pixels": null}`, `{"timeout_seconds":5,"timeout_seconds":5}`, `{"max_pages": 1.5}`, `{"nope": 1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		lim, err := DecodeLimits(raw)
+		if err != nil {
+			return
+		}
+		if lim.TimeoutSeconds < 0 || lim.MemoryBytes < 0 || lim.MaxOutputBytes < 0 || lim.MaxPages < 0 || lim.MaxPixels < 0 {
+			t.Fatalf("accepted %+v", lim)
+		}
+		queued, _ := json.Marshal(lim)
+		again, err := DecodeLimits(queued)
+		if err != nil || again != lim {
+			t.Fatalf("queued %s decodes to %+v (%v), want %+v", queued, again, err, lim)
+		}
+	})
+}
+
+// The sniffer reads any bytes without panicking; a ZIP's directory is
+// walked within the caps, and names only ever point inside the input.
+func FuzzSniff(f *testing.F) {
+	for _, s := range [][]byte{
+		samples.PDF("a", 1), samples.SVG(2, 2, 0, 0, 1), samples.DOT("a", "b"), samples.DOCX("a"), samples.XLSX("a"),
+		samples.ODT("a"), samples.PNGHeader(3, 3), samples.ZipDirectory(20, 20), samples.ZipDirectory(10_001, 1),
+		[]byte("II*\x00\x08\x00\x00\x00"), []byte("PK\x03\x04PK\x05\x06\x00\x00\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, err := sniff(in)
+		if got == "" || Sniff(in) != got {
+			t.Fatalf("sniff = %q, Sniff = %q", got, Sniff(in))
+		}
+		if err != nil && got != TypeZIP {
+			t.Fatalf("refused a %s: %v", got, err)
+		}
+		n := 0
+		_ = zipNames(in, func(name []byte) { n++ })
+		if n > MaxZipEntries {
+			t.Fatalf("walked %d entries, over the cap", n)
+		}
+	})
+}
+
+// A ZIP directory over the caps is refused without walking it, and the
+// walk allocates nothing per entry.
+func FuzzZipDirectory(f *testing.F) {
+	f.Add(uint32(3), uint64(3), uint16(0))
+	f.Add(uint32(10_001), uint64(1), uint16(5))
+	f.Add(uint32(11_000), uint64(0xffff+3), uint16(0))
+	f.Fuzz(func(t *testing.T, entries uint32, stated uint64, cut uint16) {
+		z := samples.ZipDirectory(int(entries%12_000), stated)
+		z = z[:len(z)-int(cut)%min(len(z), 64)]
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		n := 0
+		err := zipNames(z, func([]byte) { n++ })
+		runtime.ReadMemStats(&after)
+		if n > MaxZipEntries || (err == nil && n != int(entries%12_000) && cut == 0 && stated < 0xffff) {
+			t.Fatalf("%d entries stated as %d: walked %d (%v)", entries%12_000, stated, n, err)
+		}
+		if a := after.Mallocs - before.Mallocs; a > 16 {
+			t.Fatalf("walking %d entries made %d allocations", n, a)
+		}
+	})
+}
+
+// Image headers are read within the input and a bounded amount of memory.
+func FuzzImageHeader(f *testing.F) {
+	for _, s := range [][]byte{samples.PNGHeader(100000, 100000), samples.PNG(samples.Image(4, 4, 0, 0, 1)), samples.JPEG(samples.Image(4, 4, 0, 0, 1)),
+		samples.GIF(samples.Image(4, 4, 0, 0, 1)), samples.TIFF(samples.Image(4, 4, 0, 0, 1)), []byte("RIFF\x00\x00\x00\x00WEBPVP8X")} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		w, h, err := imageSize(in)
+		runtime.ReadMemStats(&after)
+		if err == nil && (w < 0 || h < 0) {
+			t.Fatalf("%d×%d", w, h)
+		}
+		if a := after.TotalAlloc - before.TotalAlloc; a > 4<<20+4*uint64(len(in)) {
+			t.Fatalf("reading a %d-byte header allocated %d bytes", len(in), a)
+		}
+	})
+}
