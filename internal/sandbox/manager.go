@@ -218,10 +218,10 @@ func (m *Manager) RunIn(ctx context.Context, sb *Sandbox, job Job) (*Result, err
 }
 
 // RunThen runs job in sb (a fresh sandbox when sb is nil) and calls then,
-// if set, with the result before the sandbox is destroyed: whatever then
-// does (storing outputs, reporting the result) does not wait for the
-// teardown, which still ends before RunThen returns. The sandbox is
-// stopped by then: its agent has exited or been killed.
+// if set, with the result while the sandbox is being destroyed: whatever
+// then does (storing outputs, reporting the result) does not wait for the
+// teardown, nor the teardown for it; both end before RunThen returns. The
+// result's Timings.Teardown is not set yet when then runs.
 func (m *Manager) RunThen(ctx context.Context, sb *Sandbox, job Job, then func(*Result, error)) (*Result, error) {
 	res := &Result{ExitStatus: -1}
 	if sb == nil {
@@ -251,16 +251,25 @@ func (m *Manager) RunThen(ctx context.Context, sb *Sandbox, job Job, then func(*
 	if err != nil {
 		log.Info("sandbox job failed", "outcome", OutcomeOf(err), "err", err)
 	}
+	// The teardown runs alongside then: neither waits for the other (a
+	// result that waits for Redis must not keep the sandbox alive).
+	var teardown time.Duration
+	destroyed := make(chan struct{})
+	go func() {
+		defer close(destroyed)
+		t := time.Now()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := sb.Destroy(cctx); derr != nil {
+			log.Error("destroying sandbox", "err", derr)
+		}
+		teardown = time.Since(t)
+	}()
 	if then != nil {
 		then(res, err)
 	}
-	t := time.Now()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if derr := sb.Destroy(cctx); derr != nil {
-		log.Error("destroying sandbox", "err", derr)
-	}
-	res.Timings.Teardown = time.Since(t)
+	<-destroyed
+	res.Timings.Teardown = teardown
 	return res, err
 }
 
