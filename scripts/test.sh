@@ -20,7 +20,7 @@ fi
 # One package at a time: sandbox timing assertions (kill within a second of
 # the deadline) are about renderbox, not about two cores shared by Chromium
 # and LibreOffice runs from another package.
-go test -race -count=1 -p 1 -timeout 25m ./...
+go test -race -count=1 -p 1 -timeout 45m ./...
 # An execution count, not a duration: on go1.26 a duration -fuzztime can end
 # with a spurious "context deadline exceeded" (golang/go#75804). Each line
 # is a package, a target and its count: the framing parsers get the most,
