@@ -47,7 +47,8 @@ trap 'rm -rf "$tmpbin"' EXIT
 (cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$tmpbin/renderbox-agent" ./cmd/agent)
 (cd "$repo" && go build -o "$tmpbin/worker" ./cmd/worker)
 # The tree's key: the base, the agent and the files this repo adds.
-agent_sum=$( (sha256sum "$tmpbin/renderbox-agent" | cut -d' ' -f1; cd "$here/files" && find . -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-16)
+# This script is part of the key: how the tree is assembled changes it too.
+agent_sum=$( (sha256sum "$tmpbin/renderbox-agent" "$0" | cut -d' ' -f1; cd "$here/files" && find . -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-16)
 key="$base_key-$agent_sum"
 dest="$out/$key"
 
@@ -66,6 +67,12 @@ else
   done)
   # Mount points the sandbox spec uses; the root itself is read-only.
   mkdir -p "$work/rootfs/tmp" "$work/rootfs/proc" "$work/rootfs/dev"
+  # Fontconfig's caches, made for this very tree: the ones from the base
+  # describe directories whose times changed when it was unpacked, and a
+  # stale cache makes every renderer in every sandbox (read-only root, a
+  # fresh home) rescan every font — seconds of CPU per Chromium or
+  # LibreOffice start.
+  chroot "$work/rootfs" /usr/bin/fc-cache --force --system-only >/dev/null
   # Defence in depth: nothing in the tree may raise privileges, even if
   # noNewPrivileges were ever lost.
   find "$work/rootfs" -xdev -type f -perm /6000 -exec chmod ug-s {} +
