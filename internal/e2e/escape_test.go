@@ -38,7 +38,5 @@ func TestEscapeProbeRunsAsAJob(t *testing.T) {
 	if _, next := submitJSON(t, c, key, "svg-png", samples.SVG(20, 20, 0, 0, 5), nil, "?wait=30", nil); next.State != "succeeded" {
 		t.Errorf("the job after the probe: %s %+v", next.State, next.Error)
 	}
-	if n := runscList(t, s.workerSB); n != 0 {
-		t.Errorf("%d sandboxes left after the probe", n)
-	}
+	waitSandboxesGone(t, s)
 }

@@ -136,9 +136,7 @@ func redisOutage(t *testing.T, fsync string, stop func(*testenv.RedisServer)) {
 		t.Errorf("a ?wait=60 request across the outage ended with %q, want the succeeded job", st)
 	}
 	checkRanOnce(t, s, ids)
-	if n := runscList(t, s.workerSB); n != 0 {
-		t.Errorf("%d sandboxes left after every job ended", n)
-	}
+	waitSandboxesGone(t, s)
 }
 
 // checkRedisDown checks what the API says while Redis is away: it refuses

@@ -116,6 +116,17 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Fatalf("timed out after %v waiting for %s", d, what)
 }
 
+// waitSandboxesGone waits until runsc lists none of the worker's
+// sandboxes. A job's result is reported while its sandbox is torn down, so
+// the last one may still be going when its job reads as ended; one that
+// outlives the bound is a leak.
+func waitSandboxesGone(t *testing.T, s *stack) {
+	t.Helper()
+	waitFor(t, "every sandbox to be torn down after its job ended", 30*time.Second, func() bool {
+		return runscList(t, s.workerSB) == 0
+	})
+}
+
 // stack is one API, one worker and their Redis and ledger.
 type stack struct {
 	t        *testing.T

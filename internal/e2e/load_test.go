@@ -355,9 +355,7 @@ func listAll(t *testing.T, c *client, key string) []jobJSON {
 // cgroup outlived its job.
 func checkNothingLeft(t *testing.T, s *stack) {
 	t.Helper()
-	if n := runscList(t, s.workerSB); n != 0 {
-		t.Errorf("runsc still lists %d sandboxes after every job ended", n)
-	}
+	waitSandboxesGone(t, s)
 	m, err := sandbox.NewManager(s.workerSB)
 	if err != nil {
 		t.Fatalf("a manager on the worker's state dir: %v", err)
@@ -379,10 +377,13 @@ func checkQueueBooks(t *testing.T, s *stack, jobs []*loadJob) {
 	t.Helper()
 	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: s.redis})
 	defer insp.Close()
-	qi, err := insp.GetQueueInfo(queue.QueueName)
-	if err != nil {
-		t.Fatalf("queue info: %v", err)
-	}
+	// The last handlers return once their sandboxes are torn down.
+	var qi *asynq.QueueInfo
+	var err error
+	waitFor(t, "the queue's last tasks to finish", 30*time.Second, func() bool {
+		qi, err = insp.GetQueueInfo(queue.QueueName)
+		return err == nil && qi.Active == 0
+	})
 	ok, bad := 0, 0
 	for _, j := range jobs {
 		if j.wantState == "succeeded" {
