@@ -68,6 +68,7 @@ func serve(out *bufio.Writer) *wire.Result {
 	if err != nil {
 		return &wire.Result{Error: fmt.Sprintf("reading request: %v", err)}
 	}
+	jobTasks = req.MaxTasks
 	var res *wire.Result
 	switch req.Mode {
 	case wire.ModeProbe:

@@ -116,20 +116,28 @@ func recordExit(st *os.ProcessState, res *wire.Result) {
 // agent shares its uid, and a Go program that cannot create a thread dies.
 const nprocReserve = 64
 
-// startReserving starts cmd with an RLIMIT_NPROC lowered by nprocReserve, so
-// that where the limit is enforced a fork bomb in the renderer hits it while
-// the agent can still create the threads it needs to report. The lower soft
-// limit is inherited across fork; ours is restored right after. Measured
-// under gVisor, the bound that actually holds is the spec's pids limit (see
-// TestForkBombIsContained and the escape probe): a renderer that exhausts
-// it can take the sandbox down with it, which ends as render_failed.
+// jobTasks is the request's MaxTasks once it is read: the RLIMIT_NPROC of
+// what the job starts. A renderer booted before the request (a pool's) runs
+// under the sandbox's, which the host made equal.
+var jobTasks uint64
+
+// startReserving starts cmd with an RLIMIT_NPROC lowered by a reserve for
+// the agent's own threads (nprocReserve, at most half), from the sandbox's
+// or the job's if that is lower, so that a fork bomb in the renderer hits
+// it while the agent can still create the threads it needs to report. The
+// lower soft limit is inherited across fork; ours is restored right after.
+// gVisor enforces it with EAGAIN; the host's pids limit, sized above it,
+// backs it (TestForkBombIsContained, the escape probe).
 func startReserving(cmd *exec.Cmd) error {
 	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(unix.RLIMIT_NPROC, &lim); err != nil || lim.Cur <= 2*nprocReserve {
+	if err := syscall.Getrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
 		return cmd.Start()
 	}
 	child := lim
-	child.Cur -= nprocReserve
+	if jobTasks > 0 && jobTasks < child.Cur {
+		child.Cur = jobTasks
+	}
+	child.Cur -= min(nprocReserve, child.Cur/2)
 	if err := syscall.Setrlimit(unix.RLIMIT_NPROC, &child); err != nil {
 		return fmt.Errorf("lowering RLIMIT_NPROC for the renderer: %w", err)
 	}

@@ -25,10 +25,11 @@ var diagnostics = map[string]*Renderer{
 		Inputs:        []string{TypeText},
 		Output:        TypeJSON,
 		MaxInputBytes: 1 << 10,
-		// Few processes, so the exhaustion attempt reaches its limit
-		// within seconds; the light renderers' /tmp, so the probe runs
-		// where they do, a pre-booted sandbox of their pool included.
-		Limits: sandbox.Limits{Timeout: 60 * time.Second, Pids: 96, TmpBytes: lightTmp},
+		// Few processes (RLIMIT_NPROC follows from the pids limit), so
+		// the exhaustion attempt reaches its limit within seconds; the
+		// light renderers' /tmp, so the probe runs where they do, a
+		// pre-booted sandbox of their pool included.
+		Limits: sandbox.Limits{Timeout: 60 * time.Second, Pids: 256, TmpBytes: lightTmp},
 		build: func(inputFile, Values, Limits) (wire.Request, error) {
 			return wire.Request{Env: plainEnv, Steps: []wire.Step{{
 				Argv:   []string{sandbox.AgentPath, "--escape-attempts"},

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"fmt"
+	"strings"
+	"syscall"
 
 	"github.com/renderbox/renderbox/internal/wire"
 )
@@ -35,9 +37,14 @@ func CheckEscapes(as []wire.Attempt, lim Limits) []Check {
 		case a.Error == "":
 			c.Detail = "ESCAPE: it succeeded (" + a.Detail + ")"
 		case name == "exhaust processes":
-			var n int64
-			if _, err := fmt.Sscanf(a.Detail, "stopped after %d processes", &n); err != nil || n >= lim.Pids {
-				c.Pass, c.Detail = false, fmt.Sprintf("%q, want fewer processes than the pids limit %d", a.Detail, lim.Pids)
+			// The renderer's RLIMIT_NPROC must stop it, with EAGAIN,
+			// inside the sandbox: the host's pids limit would end the
+			// sandbox (and the report) instead.
+			var n uint64
+			if _, err := fmt.Sscanf(a.Detail, "stopped after %d processes", &n); err != nil || n >= lim.NProc ||
+				!strings.Contains(a.Error, syscall.EAGAIN.Error()) {
+				c.Pass, c.Detail = false, fmt.Sprintf("%q (%s), want EAGAIN before %d tasks (RLIMIT_NPROC; host pids limit %d)",
+					a.Detail, a.Error, lim.NProc, lim.Pids)
 			}
 		case name == "fill /tmp":
 			var n int64

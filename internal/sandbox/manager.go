@@ -306,6 +306,11 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	if req.StderrTail == 0 {
 		req.StderrTail = 4096
 	}
+	if req.MaxTasks == 0 {
+		// A pooled sandbox was created with its family's RLIMIT_NPROC;
+		// the agent starts this job's renderer under the job's.
+		req.MaxTasks = lim.NProc
+	}
 	input := job.Input
 	if input == nil {
 		input = strings.NewReader("")

@@ -196,10 +196,14 @@ func (p *Pool) Close(ctx context.Context) error {
 
 // fits reports whether a job with limits lim may run in a sandbox created
 // with pool: what the spec fixes must be equal, what the cgroup holds no
-// higher.
-func fits(lim, pool Limits) string {
+// higher. RLIMIT_NPROC may be lower where the renderer starts with the job
+// (the agent applies the request's); a pre-booted one started with the
+// pool's.
+func fits(lim, pool Limits, prebooted bool) string {
 	switch {
-	case lim.TmpBytes != pool.TmpBytes || lim.NoFile != pool.NoFile || lim.NProc != pool.NProc:
+	case lim.TmpBytes != pool.TmpBytes || lim.NoFile != pool.NoFile:
+		return "spec_limits"
+	case lim.NProc > pool.NProc || prebooted && lim.NProc != pool.NProc:
 		return "spec_limits"
 	case lim.MemoryBytes > pool.MemoryBytes || lim.CPUs > pool.CPUs || lim.Pids > pool.Pids:
 		return "higher_limits"
@@ -220,7 +224,7 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 		return nil, ""
 	}
 	lim = lim.WithDefaults()
-	if why := fits(lim, f.cfg.Limits); why != "" {
+	if why := fits(lim, f.cfg.Limits, f.cfg.Warm.Kind != wire.WarmNone); why != "" {
 		p.event(PoolEvent{Family: name, Kind: "miss", Reason: why})
 		return nil, ""
 	}

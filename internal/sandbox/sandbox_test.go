@@ -112,14 +112,14 @@ func TestEscapeAttemptsFail(t *testing.T) {
 	m := testenv.Manager(t, sandbox.Config{})
 	res, err := m.Run(context.Background(), sandbox.Job{
 		Request: wire.Request{Mode: wire.ModeProbe, Probe: &wire.ProbeRequest{Escape: true}},
-		// The sandbox's pids limit also bounds its tasks inside gVisor: the
-		// process-exhaustion attempt must hit it well within its 5s.
-		Limits: sandbox.Limits{Pids: 96, Timeout: 60 * time.Second, TmpBytes: 64 << 20},
+		// RLIMIT_NPROC follows from the pids limit: the process-exhaustion
+		// attempt must hit it well within its 5s, and before the host's.
+		Limits: sandbox.Limits{Pids: 256, Timeout: 60 * time.Second, TmpBytes: 64 << 20},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := sandbox.Limits{Pids: 96, TmpBytes: 64 << 20}
+	lim := sandbox.Limits{Pids: 256, TmpBytes: 64 << 20}
 	for _, c := range sandbox.CheckEscapes(res.Response.Result.Probe.Escapes, lim) {
 		if !c.Pass {
 			t.Errorf("%s: %s", c.Name, c.Detail)

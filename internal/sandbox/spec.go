@@ -30,7 +30,11 @@ type Limits struct {
 	MaxOutputFiles int
 	// NoFile is RLIMIT_NOFILE inside. Default 1024.
 	NoFile uint64
-	// NProc is RLIMIT_NPROC inside. Default 512.
+	// NProc is RLIMIT_NPROC inside: the tasks (threads and processes) the
+	// renderer's uid may hold. gVisor enforces it with EAGAIN, a clean
+	// failure inside the sandbox; the host's pids limit, hit first, would
+	// end the whole sandbox instead. Default: what Pids leaves room for
+	// (see tasksFor).
 	NProc uint64
 }
 
@@ -58,9 +62,22 @@ func (l Limits) WithDefaults() Limits {
 		l.NoFile = 1024
 	}
 	if l.NProc == 0 {
-		l.NProc = 512
+		l.NProc = tasksFor(l.Pids)
 	}
 	return l
+}
+
+// sentryTasks is the host tasks a sandbox holds before its renderer starts
+// any: the Sentry's threads, the gofer, the agent. Measured about 30.
+const sentryTasks = 64
+
+// tasksFor is the largest RLIMIT_NPROC whose every task fits under a host
+// pids limit of pids: under systrap each sandboxed process costs two host
+// tasks (measured: 400 sleeping processes held 832), so a renderer that
+// exhausts its tasks hits EAGAIN before the host limit could end the
+// sandbox.
+func tasksFor(pids int64) uint64 {
+	return uint64(max(16, (pids-sentryTasks)/2))
 }
 
 // SpecOptions is everything BuildSpec needs.

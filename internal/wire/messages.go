@@ -37,6 +37,9 @@ type Request struct {
 	// host enforces its own caps regardless.
 	MaxOutputBytes int64 `json:"max_output_bytes"`
 	MaxOutputFiles int   `json:"max_output_files"`
+	// MaxTasks is the RLIMIT_NPROC the agent starts the job's renderer
+	// with (0: the sandbox's own); at most the sandbox's.
+	MaxTasks uint64 `json:"max_tasks,omitempty"`
 	// StderrTail is how many bytes of the renderer's stdout+stderr to keep.
 	StderrTail int           `json:"stderr_tail,omitempty"`
 	Probe      *ProbeRequest `json:"probe,omitempty"`
