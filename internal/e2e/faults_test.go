@@ -216,9 +216,19 @@ func checkRanOnce(t *testing.T, s *stack, ids []string) {
 			t.Errorf("task %s is %v after %d retries (last error %q), want completed without a retry", id, ti.State, ti.Retried, ti.LastErr)
 		}
 	}
-	qi, err := insp.GetQueueInfo(queue.QueueName)
-	if err != nil {
-		t.Fatalf("queue info: %v", err)
+	// A job's result is stored while its sandbox is torn down; its task
+	// stays active until the teardown ends (bounded by the manager's).
+	var qi *asynq.QueueInfo
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var err error
+		if qi, err = insp.GetQueueInfo(queue.QueueName); err != nil {
+			t.Fatalf("queue info: %v", err)
+		}
+		if qi.Pending+qi.Active+qi.Scheduled+qi.Retry+qi.Archived == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if left := qi.Pending + qi.Active + qi.Scheduled + qi.Retry + qi.Archived; left != 0 {
 		t.Errorf("queue holds %d pending, %d active, %d scheduled, %d retry, %d archived tasks, want none", qi.Pending, qi.Active, qi.Scheduled, qi.Retry, qi.Archived)
