@@ -40,6 +40,23 @@ if ! go version -m /usr/local/bin/runsc 2>/dev/null | grep -q "gvisor.dev/gvisor
   CGO_ENABLED=0 GOBIN=/usr/local/bin go install "gvisor.dev/gvisor/runsc@$pinned"
 fi
 
+# Huge pages for the sandboxes' memory: runsc uses them only when the host's
+# shmem THP is advise (with a defrag that does not compact directly) or
+# always. Memory-heavy renderers fault several times less (LibreOffice:
+# 8.2 s -> 2.8 s a page, measured here). Both settings only touch memory
+# that asks for huge pages. Not persistent: deploy/tmpfiles.d sets them at
+# boot on a worker host.
+thp=/sys/kernel/mm/transparent_hugepage
+if [ -w "$thp/shmem_enabled" ] && [ -w "$thp/defrag" ]; then
+  grep -q '\[advise\]\|\[always\]\|\[within_size\]' "$thp/shmem_enabled" || echo advise > "$thp/shmem_enabled"
+  if grep -q '\[advise\]' "$thp/shmem_enabled" && ! grep -q '\[always\]\|\[defer\]\|\[never\]' "$thp/defrag"; then
+    echo defer > "$thp/defrag"
+  fi
+  echo "setup: huge pages: shmem_enabled $(grep -o '\[[a-z_+]*\]' "$thp/shmem_enabled"), defrag $(grep -o '\[[a-z_+]*\]' "$thp/defrag")"
+else
+  echo "setup: cannot set $thp (not writable here); sandboxes will run without huge pages" >&2
+fi
+
 if [ "${1:-}" != --no-rootfs ]; then
   bash rootfs/build.sh
 fi

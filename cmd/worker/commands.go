@@ -66,6 +66,14 @@ func preflight(ctx context.Context, c Config, log *slog.Logger, out *os.File, po
 	if err := step("cgroups", sandbox.CheckCgroups(), "memory, cpu and pids controllers present"); err != nil {
 		return nil, err
 	}
+	// Not a refusal: without huge pages the sandboxes are slower, not
+	// less isolated.
+	if ok, detail := sandbox.HugePages(); ok {
+		fmt.Fprintf(out, "PASS  %-16s %s\n", "huge pages", detail)
+	} else {
+		fmt.Fprintf(out, "WARN  %-16s %s\n", "huge pages", detail)
+		log.Warn("sandboxes run without huge pages", "detail", detail)
+	}
 	t := time.Now()
 	man, err := rootfs.Verify(c.Rootfs)
 	detail := ""

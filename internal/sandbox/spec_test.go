@@ -202,3 +202,30 @@ func TestFitsLowerTasksOnlyWhenNothingIsPrebooted(t *testing.T) {
 		t.Errorf("higher tasks: %q, want spec_limits", why)
 	}
 }
+
+// The worker warns when runsc would not use huge pages: the host's THP
+// files are read as the kernel writes them, and runsc's rule is followed.
+func TestHugePagesRule(t *testing.T) {
+	for _, c := range []struct {
+		shmem, defrag string
+		want          bool
+	}{
+		{"always within_size advise [never] deny force", "always defer defer+madvise [madvise] never", false},
+		{"always within_size [advise] never deny force", "always defer defer+madvise [madvise] never", false},
+		{"always within_size [advise] never deny force", "always [defer] defer+madvise madvise never", true},
+		{"always [within_size] advise never deny force", "always defer defer+madvise [madvise] never", true},
+		{"[always] within_size advise never deny force", "[always] defer defer+madvise madvise never", true},
+	} {
+		shmem, err1 := selectedTHP("shmem_enabled", []byte(c.shmem))
+		defrag, err2 := selectedTHP("defrag", []byte(c.defrag))
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if got := runscUsesHugePages(shmem, defrag); got != c.want {
+			t.Errorf("shmem_enabled=%s defrag=%s: huge pages %v, want %v", shmem, defrag, got, c.want)
+		}
+	}
+	if _, err := selectedTHP("defrag", []byte("madvise")); err == nil {
+		t.Error("a file with no selected value parsed")
+	}
+}
