@@ -31,6 +31,9 @@ type poolConfig struct {
 	// image. Defaults 10m and 200.
 	ImageMaxAge      time.Duration
 	ImageMaxRestores int
+	// FillWait is how long a job that finds a restored family empty waits
+	// for the restore under way before it runs cold. Default 2s.
+	FillWait time.Duration
 }
 
 func (c *poolConfig) bind(fs *flag.FlagSet) {
@@ -40,6 +43,7 @@ func (c *poolConfig) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MaxIdle, "pool-max-idle", 10*time.Minute, "replace a pool sandbox idle this long")
 	fs.DurationVar(&c.ImageMaxAge, "pool-image-max-age", 10*time.Minute, "make a fresh checkpoint image after this long")
 	fs.IntVar(&c.ImageMaxRestores, "pool-image-max-restores", 200, "make a fresh checkpoint image after this many restores")
+	fs.DurationVar(&c.FillWait, "pool-fill-wait", 2*time.Second, "a job finding a restored family empty waits this long for the restore under way before it runs cold (0: never)")
 }
 
 // families turns the flags into the pool's families; nil means no pool.
@@ -97,6 +101,9 @@ func (c poolConfig) families() ([]sandbox.PoolFamily, error) {
 			return nil, err
 		}
 		f.Restore = true
+		// A restore is quicker and far cheaper than a cold job; a boot
+		// is neither, so booted families never wait.
+		f.FillWait = c.FillWait
 	}
 	for i := range fams {
 		fams[i].MaxIdle = c.MaxIdle

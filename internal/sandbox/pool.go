@@ -52,6 +52,10 @@ type PoolFamily struct {
 	// (layout, RNG state). Defaults 10 minutes and 200 restores.
 	ImageMaxAge      time.Duration
 	ImageMaxRestores int
+	// FillWait is how long a job that finds the family empty waits for a
+	// fill under way (or starting) before it runs cold. Worth it where a fill is
+	// quicker and cheaper than a cold job (a restore); 0 never waits.
+	FillWait time.Duration
 }
 
 func (f PoolFamily) withDefaults() PoolFamily {
@@ -115,6 +119,9 @@ type family struct {
 	image    *image
 	failures int  // consecutive failed fills
 	wasFull  bool // said so in the log already
+	filling  bool // a fill is under way
+	// filled is closed, and replaced, when a fill ends.
+	filled chan struct{}
 }
 
 type pooled struct {
@@ -146,7 +153,7 @@ func (m *Manager) NewPool(cfg PoolConfig) (*Pool, error) {
 		if f.Size < 0 {
 			return nil, fmt.Errorf("pool config: family %s: size %d is negative", f.Name, f.Size)
 		}
-		p.fams[f.Name] = &family{cfg: f, wake: make(chan struct{}, 1)}
+		p.fams[f.Name] = &family{cfg: f, wake: make(chan struct{}, 1), filled: make(chan struct{})}
 	}
 	return p, nil
 }
@@ -229,8 +236,29 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 		return nil, ""
 	}
 	defer f.poke()
+	var waitUntil <-chan time.Time
+	if f.cfg.FillWait > 0 {
+		t := time.NewTimer(f.cfg.FillWait)
+		defer t.Stop()
+		waitUntil = t.C
+	}
 	for {
 		f.mu.Lock()
+		// A fill is under way, or about to start (the refill loop is not
+		// backing off after failures).
+		if len(f.idle) == 0 && waitUntil != nil && (f.filling || f.failures == 0) {
+			filled := f.filled
+			f.mu.Unlock()
+			f.poke()
+			select {
+			case <-filled:
+				continue
+			case <-waitUntil:
+				waitUntil = nil
+			case <-ctx.Done():
+			}
+			f.mu.Lock()
+		}
 		if len(f.idle) == 0 {
 			f.mu.Unlock()
 			p.event(PoolEvent{Family: name, Kind: "miss", Reason: "empty"})
@@ -397,6 +425,16 @@ func (p *Pool) sweep(ctx context.Context, f *family) {
 // fill adds one sandbox to the family.
 func (p *Pool) fill(ctx context.Context, f *family) error {
 	t := time.Now()
+	f.mu.Lock()
+	f.filling = true
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.filling = false
+		close(f.filled)
+		f.filled = make(chan struct{})
+		f.mu.Unlock()
+	}()
 	var sb *Sandbox
 	var err error
 	mode := ModePrebooted

@@ -255,3 +255,36 @@ func TestRestoreImagesRotate(t *testing.T) {
 		t.Errorf("%d restores from %d images; want at most 2 restores per image", restored, images)
 	}
 }
+
+// A job that finds its family empty while a fill is under way waits for
+// that fill (up to FillWait) instead of running cold; without FillWait it
+// runs cold at once.
+func TestEmptyFamilyWaitsForTheFillUnderWay(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	for _, wait := range []time.Duration{0, 30 * time.Second} {
+		p := testenv.Pool(t, m, sandbox.PoolFamily{
+			Name: "light", Warm: wire.Warm{Kind: wire.WarmNone}, Limits: lim, Size: 1, FillWait: wait,
+		})
+		waitReady(t, p, 1)
+		first := take(t, p, lim)
+		// The refill starts as the first Take returns.
+		t0 := time.Now()
+		second, mode := p.Take(context.Background(), "light", lim)
+		t.Logf("fill wait %s: the second Take gave %q after %s", wait, mode, time.Since(t0))
+		switch {
+		case wait == 0 && second != nil:
+			t.Errorf("no fill wait: the second Take gave a %q sandbox, want none (run cold)", mode)
+		case wait > 0 && (second == nil || mode != sandbox.ModePrebooted):
+			t.Errorf("fill wait %s: the second Take gave %v %q, want the sandbox being filled", wait, second, mode)
+		}
+		for _, sb := range []*sandbox.Sandbox{first, second} {
+			if sb != nil {
+				if err := sb.Destroy(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+}
