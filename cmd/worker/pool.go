@@ -22,7 +22,7 @@ type poolConfig struct {
 	// light=256M.
 	Memory string
 	// Restore lists the families filled from a checkpoint image rather
-	// than by booting each sandbox. Default chromium.
+	// than by booting each sandbox. Default chromium,office.
 	Restore string
 	// MaxIdle is how long a pool sandbox waits for a job before it is
 	// replaced. Default 10m.
@@ -39,7 +39,7 @@ type poolConfig struct {
 func (c *poolConfig) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.Sizes, "pool-size", "chromium=2,office=1,light=2", `idle pre-booted sandboxes per family ("none" disables the pool)`)
 	fs.StringVar(&c.Memory, "pool-memory", "chromium=1.5G,office=1G,light=256M", "budget of idle memory per family")
-	fs.StringVar(&c.Restore, "pool-restore", "chromium", `families filled by checkpoint/restore instead of booting ("" for none)`)
+	fs.StringVar(&c.Restore, "pool-restore", "chromium,office", `families filled by checkpoint/restore instead of booting ("" for none)`)
 	fs.DurationVar(&c.MaxIdle, "pool-max-idle", 10*time.Minute, "replace a pool sandbox idle this long")
 	fs.DurationVar(&c.ImageMaxAge, "pool-image-max-age", 10*time.Minute, "make a fresh checkpoint image after this long")
 	fs.IntVar(&c.ImageMaxRestores, "pool-image-max-restores", 200, "make a fresh checkpoint image after this many restores")
