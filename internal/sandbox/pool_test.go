@@ -288,3 +288,42 @@ func TestEmptyFamilyWaitsForTheFillUnderWay(t *testing.T) {
 		}
 	}
 }
+
+// Filling the pool yields the cores to running jobs: pool sandboxes have the
+// lowest CPU weight until a job takes one, which gets the default.
+func TestPoolSandboxesRunInTheBackgroundUntilTaken(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	p := lightPool(t, m, 2, lim)
+	sb := take(t, p, lim)
+	defer sb.Destroy(context.Background())
+	if got := cgroupValue(t, m, sb, "cpu/cpu.shares", "cpu.weight"); got != "1024" && got != "100" {
+		t.Errorf("a taken sandbox's CPU weight is %s, want the default", got)
+	}
+	// The other one still waits in the background.
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/cpu", m.Config().CgroupParent, "rbx-*"))
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		dirs, _ = filepath.Glob(filepath.Join("/sys/fs/cgroup", m.Config().CgroupParent, "rbx-*"))
+	}
+	idle := 0
+	for _, d := range dirs {
+		if filepath.Base(d) == sb.ID {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, "cpu.shares"))
+		if err != nil {
+			b, err = os.ReadFile(filepath.Join(d, "cpu.weight"))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := strings.TrimSpace(string(b)); v != "2" && v != "1" {
+			t.Errorf("an idle pool sandbox's CPU weight is %s, want the lowest", v)
+		}
+		idle++
+	}
+	if idle == 0 {
+		t.Error("found no idle pool sandbox's cgroup")
+	}
+}
