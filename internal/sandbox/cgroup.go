@@ -229,19 +229,6 @@ func memoryUsage(rel string) int64 {
 	return n
 }
 
-// foregroundCgroup gives a pool's sandbox, created in the background
-// (SpecOptions.Background), the default CPU weight for its job.
-func foregroundCgroup(rel string) error {
-	f, v := cgroupFile("cpu", rel, "cpu.shares"), "1024"
-	if cgroupV2() {
-		f, v = cgroupFile("cpu", rel, "cpu.weight"), "100"
-	}
-	if err := os.WriteFile(f, []byte(v), 0); err != nil {
-		return fmt.Errorf("writing %s: %w", f, err)
-	}
-	return nil
-}
-
 // lowerCgroup writes the memory, CPU and pids limits of lim into cgroup
 // rel, for a sandbox created with higher ones. It only ever lowers: the
 // caller checks that lim fits under what the sandbox was created with.

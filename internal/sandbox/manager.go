@@ -140,13 +140,12 @@ func newID() string {
 // starting it. A pool can call it ahead of jobs; Run calls it for each job
 // that brings no sandbox. The caller owns the sandbox and must Destroy it.
 func (m *Manager) Prepare(ctx context.Context, limits Limits) (*Sandbox, error) {
-	return m.prepare(ctx, limits, []string{AgentPath}, true, false)
+	return m.prepare(ctx, limits, []string{AgentPath}, true)
 }
 
 // prepare writes a bundle whose process is args and, if create, creates the
-// sandbox from it (a restore creates it itself); background is a pool's
-// (SpecOptions.Background).
-func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, create, background bool) (*Sandbox, error) {
+// sandbox from it (a restore creates it itself).
+func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, create bool) (*Sandbox, error) {
 	lim := limits.WithDefaults()
 	id := newID()
 	s := &Sandbox{
@@ -163,7 +162,6 @@ func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, cre
 		GID:         m.cfg.GID,
 		CgroupsPath: s.cgroup,
 		Limits:      lim,
-		Background:  background,
 	})
 	if err == nil && create {
 		err = s.create(ctx)

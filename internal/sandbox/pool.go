@@ -271,11 +271,6 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 			p.discard(ctx, f, pd, "died")
 			continue
 		}
-		if err := foregroundCgroup(pd.sb.cgroup); err != nil {
-			p.m.log.Warn("pool: giving a sandbox its CPU weight failed; destroying it", "family", name, "sandbox_id", pd.sb.ID, "err", err)
-			p.discard(ctx, f, pd, "lower_failed")
-			continue
-		}
 		if lim != f.cfg.Limits {
 			if err := lowerCgroup(pd.sb.cgroup, lim); err != nil {
 				p.m.log.Warn("pool: lowering a sandbox's limits failed; destroying it", "family", name, "sandbox_id", pd.sb.ID, "err", err)
@@ -485,7 +480,7 @@ func (p *Pool) bootOne(ctx context.Context, fc PoolFamily) (sb *Sandbox, err err
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.BootTimeout)
 	defer cancel()
-	sb, err = p.m.prepare(ctx, fc.Limits, args, true, true)
+	sb, err = p.m.prepare(ctx, fc.Limits, args, true)
 	if err != nil {
 		return nil, err
 	}
@@ -598,7 +593,7 @@ func (p *Pool) restoreOne(ctx context.Context, f *family) (sb *Sandbox, err erro
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.BootTimeout)
 	defer cancel()
 	// No create: restore makes the container itself, one runsc run fewer.
-	sb, err = p.m.prepare(ctx, f.cfg.Limits, args, false, true)
+	sb, err = p.m.prepare(ctx, f.cfg.Limits, args, false)
 	if err != nil {
 		return nil, err
 	}

@@ -87,15 +87,7 @@ type SpecOptions struct {
 	UID, GID    uint32   // non-root; 65534 by default
 	CgroupsPath string   // where runsc puts this sandbox's cgroups
 	Limits      Limits
-	// Background gives the sandbox the lowest CPU weight: a pool's, being
-	// filled or idle, yields the cores to the jobs running. Take gives it
-	// the default weight back (foregroundCgroup).
-	Background bool
 }
-
-// backgroundShares is a background sandbox's cpu.shares (cgroup v1; runsc
-// turns it into cpu.weight on v2).
-const backgroundShares = 2
 
 // AgentPath is where rootfs/build.sh installs the agent.
 const AgentPath = "/usr/local/bin/renderbox-agent"
@@ -112,11 +104,6 @@ func BuildSpec(o SpecOptions) (*specs.Spec, error) {
 	l := o.Limits.WithDefaults()
 	period := uint64(100_000)
 	quota := int64(l.CPUs * float64(period))
-	cpu := &specs.LinuxCPU{Quota: &quota, Period: &period}
-	if o.Background {
-		shares := uint64(backgroundShares)
-		cpu.Shares = &shares
-	}
 	mem := l.MemoryBytes
 	noCaps := []string{}
 	return &specs.Spec{
@@ -166,7 +153,7 @@ func BuildSpec(o SpecOptions) (*specs.Spec, error) {
 			},
 			Resources: &specs.LinuxResources{
 				Memory: &specs.LinuxMemory{Limit: &mem},
-				CPU:    cpu,
+				CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
 				Pids:   &specs.LinuxPids{Limit: &l.Pids},
 			},
 		},
