@@ -34,7 +34,13 @@ func TestRedisScriptIsBoundedAndPrivate(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	ctx := context.Background()
-	t.Cleanup(func() { _ = rdb.Shutdown(ctx).Err() })
+	// Its own client: rdb is closed by then. Without this the daemonized
+	// server outlived every test run.
+	t.Cleanup(func() {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer c.Close()
+		_ = c.Shutdown(context.Background()).Err()
+	})
 
 	cfg, err := rdb.ConfigGet(ctx, "maxmemory*").Result()
 	if err != nil {
