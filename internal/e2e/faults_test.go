@@ -217,19 +217,13 @@ func checkRanOnce(t *testing.T, s *stack, ids []string) {
 		}
 	}
 	// A job's result is stored while its sandbox is torn down; its task
-	// stays active until the teardown ends (bounded by the manager's).
+	// stays active until the teardown ends (as in the load test).
 	var qi *asynq.QueueInfo
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var err error
-		if qi, err = insp.GetQueueInfo(queue.QueueName); err != nil {
-			t.Fatalf("queue info: %v", err)
-		}
-		if qi.Pending+qi.Active+qi.Scheduled+qi.Retry+qi.Archived == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var err error
+	waitFor(t, "the queue's last tasks to finish", 15*time.Second, func() bool {
+		qi, err = insp.GetQueueInfo(queue.QueueName)
+		return err == nil && qi.Active == 0
+	})
 	if left := qi.Pending + qi.Active + qi.Scheduled + qi.Retry + qi.Archived; left != 0 {
 		t.Errorf("queue holds %d pending, %d active, %d scheduled, %d retry, %d archived tasks, want none", qi.Pending, qi.Active, qi.Scheduled, qi.Retry, qi.Archived)
 	}

@@ -67,8 +67,9 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// sentryTasks is the host tasks a sandbox holds before its renderer starts
-// any: the Sentry's threads, the gofer, the agent. Measured about 30.
+// sentryTasks is what tasksFor leaves for the host tasks a sandbox holds
+// before its renderer starts any (the Sentry's threads, the gofer, the
+// agent): measured about 30, doubled for margin.
 const sentryTasks = 64
 
 // tasksFor is the largest RLIMIT_NPROC whose every task fits under a host
