@@ -66,7 +66,11 @@ else
     install -D -m 0644 -o root -g root "$f" "$work/rootfs/$f"
   done)
   # Mount points the sandbox spec uses; the root itself is read-only.
-  mkdir -p "$work/rootfs/tmp" "$work/rootfs/proc" "$work/rootfs/dev"
+  mkdir -p "$work/rootfs/tmp" "$work/rootfs/proc" "$work/rootfs/dev" "$work/rootfs/sys"
+  # The empty file the spec mounts over what a sandbox must not have
+  # (sandbox.MaskFile), and the mount point it is mounted on: /dev/fuse.
+  install -D -m 0444 -o root -g root /dev/null "$work/rootfs/usr/share/renderbox/masked"
+  install -m 0444 -o root -g root /dev/null "$work/rootfs/dev/fuse"
   # Fontconfig's caches, made for this very tree: the ones from the base
   # describe directories whose times changed when it was unpacked, and a
   # stale cache makes every renderer in every sandbox (read-only root, a

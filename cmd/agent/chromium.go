@@ -164,9 +164,21 @@ func browse(bw *wire.Browser, env []string, tail *tail, res *wire.Result) error 
 	b.c.mark("done")
 	res.Blocked = b.c.blockedURLs()
 	if err != nil {
-		// How Chromium ended says why the job failed: wait for it.
-		b.kill()
-		recordExit(b.cmd.ProcessState, res)
+		// How Chromium ended says why the job failed: if it died by
+		// itself (gVisor's OOM killer, a crash), its status is the
+		// outcome; if it is alive and said why (a page range beyond the
+		// document), the SIGKILL is ours and says nothing: only its
+		// resource use is kept, and the error is the job's.
+		select {
+		case <-b.exited:
+			b.kill()
+			recordExit(b.cmd.ProcessState, res)
+		default:
+			b.kill()
+			var own wire.Result
+			recordExit(b.cmd.ProcessState, &own)
+			res.MaxRSSKiB = max(res.MaxRSSKiB, own.MaxRSSKiB)
+		}
 		return err
 	}
 	// The output is written (by the agent, not by Chromium); the answer

@@ -19,7 +19,7 @@ import (
 
 // escapeArg is the argument that runs the agent as the escape-attempt
 // child: it acts as an exploited renderer would, from a separate process of
-// the same uid, and prints its attempts as JSON.
+// the renderer's uid, and prints its attempts as JSON.
 const escapeArg = "--escape-attempts"
 
 // runEscapes runs the escape attempts in a child process and returns them.
@@ -59,6 +59,14 @@ func escapeAttempts() {
 		}
 		return "", err
 	})
+	try("signal the agent (pid 1)", func() (string, error) {
+		// A real SIGKILL: if it were allowed, the agent would die and the
+		// report with it, which fails the check as loudly.
+		return "", unix.Kill(1, unix.SIGKILL)
+	})
+	try("write /sys", writeSys)
+	try("exec a binary copied to /tmp", execFromTmp)
+	try("open /dev/fuse", openFuse)
 	try("read the agent's memory", func() (string, error) {
 		_, err := os.ReadFile("/proc/1/mem")
 		return "", err
@@ -164,4 +172,39 @@ func escapeAttempts() {
 		return fmt.Sprintf("wrote %d bytes", n), errors.New(e)
 	})
 	_ = json.NewEncoder(os.Stdout).Encode(as)
+}
+
+// writeSys, execFromTmp and openFuse are attempts the probe makes too
+// (worker selftest). Each returns a detail and the error that stopped it.
+func writeSys() (string, error) {
+	return "", os.WriteFile("/sys/renderbox-planted", []byte("x"), 0o644)
+}
+
+func execFromTmp() (string, error) {
+	b, err := os.ReadFile("/bin/true")
+	if err != nil {
+		return "", fmt.Errorf("reading /bin/true: %w", err)
+	}
+	p := "/tmp/renderbox-planted"
+	if err := os.WriteFile(p, b, 0o755); err != nil {
+		return "", fmt.Errorf("copying: %w", err)
+	}
+	defer os.Remove(p)
+	return "", exec.Command(p).Run()
+}
+
+func openFuse() (string, error) {
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if st.Mode()&os.ModeCharDevice == 0 {
+		return st.Mode().String(), errors.New("not a device")
+	}
+	return st.Mode().String(), nil
 }

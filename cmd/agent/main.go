@@ -24,13 +24,22 @@ import (
 const maxInput = 1 << 30
 
 func main() {
+	if err := keepCapsToSelf(); err != nil {
+		fatal("%v", err)
+	}
 	if len(os.Args) == 2 && os.Args[1] == escapeArg {
 		escapeAttempts()
 		return
 	}
-	// The renderer runs under our uid. Without this it could open
-	// /proc/1/fd/1 and forge frames on our stdout; a non-dumpable process's
-	// /proc entries are not accessible to other processes of the same uid.
+	if len(os.Args) == 3 && os.Args[1] == probeArg {
+		probeChild(os.Args[2])
+		return
+	}
+	// The renderer runs as another uid (asRenderer) where the agent has
+	// the capabilities for it; where it has not (the bench's native run)
+	// they share one, and without this a renderer could open /proc/1/fd/1
+	// and forge frames on our stdout: a non-dumpable process's /proc
+	// entries are closed to other processes of the same uid.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		fatal("prctl(PR_SET_DUMPABLE): %v", err)
 	}
@@ -51,10 +60,8 @@ func main() {
 // any, have been written to out by then.
 func serve(out *bufio.Writer) *wire.Result {
 	start := time.Now()
-	for _, d := range []string{wire.InputDir, wire.OutputDir, wire.WorkDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return &wire.Result{Error: fmt.Sprintf("creating %s: %v", d, err)}
-		}
+	if err := makeDirs(); err != nil {
+		return &wire.Result{Error: fmt.Sprintf("creating the job's directories: %v", err)}
 	}
 	// The input goes to a temporary name until the header names it.
 	tmp, err := os.CreateTemp(wire.InputDir, ".input-")
@@ -73,10 +80,18 @@ func serve(out *bufio.Writer) *wire.Result {
 	switch req.Mode {
 	case wire.ModeProbe:
 		os.Remove(tmp.Name())
-		res = &wire.Result{Probe: probe(req.Probe)}
+		p, err := probeAsRenderer(req.Probe)
+		if err != nil {
+			return &wire.Result{Error: err.Error()}
+		}
+		res = &wire.Result{Probe: p}
 	default:
 		if err := os.Rename(tmp.Name(), wire.InputDir+"/"+req.InputName); err != nil {
 			return &wire.Result{Error: fmt.Sprintf("naming input: %v", err)}
+		}
+		// The renderer reads it as another uid.
+		if err := os.Chmod(wire.InputDir+"/"+req.InputName, 0o644); err != nil {
+			return &wire.Result{Error: fmt.Sprintf("opening the input to the renderer: %v", err)}
 		}
 		res = render(req, out)
 	}

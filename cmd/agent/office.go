@@ -63,8 +63,8 @@ type officeReply struct {
 // that drives it, and returns once the bridge has converted its warm-up
 // document. What both print goes to log until a conversion redirects it.
 func bootOffice(env []string, log io.Writer) (*office, error) {
-	if err := os.MkdirAll(wire.WorkDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", wire.WorkDir, err)
+	if err := makeDirs(); err != nil {
+		return nil, fmt.Errorf("creating the job's directories: %w", err)
 	}
 	var nonce [8]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
@@ -235,7 +235,12 @@ func runOffice(o *wire.Office, env []string, warm *office, tail *tail, res *wire
 	}
 	base := path.Base(o.Input)
 	out := path.Join(o.OutDir, strings.TrimSuffix(base, path.Ext(base))+"."+o.Format)
-	if err := os.MkdirAll(o.OutDir, 0o700); err != nil {
+	// OutDir is OutputDir or below it; LibreOffice writes there as the
+	// renderer.
+	if err := os.MkdirAll(o.OutDir, 0o777); err != nil {
+		return err
+	}
+	if err := os.Chmod(o.OutDir, 0o777); err != nil {
 		return err
 	}
 	// A booted LibreOffice that has died, or whose environment is not the

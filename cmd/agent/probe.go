@@ -26,31 +26,9 @@ func probe(req *wire.ProbeRequest) *wire.ProbeReport {
 		UID: os.Getuid(), GID: os.Getgid(), EUID: os.Geteuid(), EGID: os.Getegid(),
 	}
 	r.Groups, _ = os.Getgroups()
-	if status, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(status), "\n") {
-			k, v, ok := strings.Cut(line, ":")
-			if !ok {
-				continue
-			}
-			v = strings.TrimSpace(v)
-			switch k {
-			case "CapInh":
-				r.CapInh = v
-			case "CapPrm":
-				r.CapPrm = v
-			case "CapEff":
-				r.CapEff = v
-			case "CapBnd":
-				r.CapBnd = v
-			case "CapAmb":
-				r.CapAmb = v
-			case "NoNewPrivs":
-				r.NoNewPrivs = v
-			case "Seccomp":
-				r.Seccomp = v
-			}
-		}
-	}
+	ps := readStatus()
+	r.CapInh, r.CapPrm, r.CapEff, r.CapBnd, r.CapAmb = ps["CapInh"], ps["CapPrm"], ps["CapEff"], ps["CapBnd"], ps["CapAmb"]
+	r.NoNewPrivs, r.Seccomp = ps["NoNewPrivs"], ps["Seccomp"]
 	if ifs, err := net.Interfaces(); err == nil {
 		for _, i := range ifs {
 			r.Interfaces = append(r.Interfaces, i.Name)
@@ -60,6 +38,12 @@ func probe(req *wire.ProbeRequest) *wire.ProbeReport {
 	// stops the write there; / alone would fail on permissions anyway.
 	r.RootWriteError = errString(tryWrite("/var/tmp/.renderbox-probe"))
 	r.TmpWriteError = errString(tryWrite("/tmp/.renderbox-probe"))
+	_, err := writeSys()
+	r.SysWriteError = errString(err)
+	_, err = execFromTmp()
+	r.TmpExecError = errString(err)
+	r.FuseDetail, err = openFuse()
+	r.FuseError = errString(err)
 	var st unix.Statfs_t
 	if unix.Statfs("/tmp", &st) == nil {
 		r.TmpSizeBytes = st.Blocks * uint64(st.Bsize)

@@ -37,9 +37,9 @@ func render(req *wire.Request, out *bufio.Writer) *wire.Result {
 		err = runOffice(req.Office, req.Env, warmOffice, tail, res)
 	}
 	if err != nil {
-		if res.ExitCode == 0 && res.Signal == 0 {
-			res.ExitCode = 1
-		}
+		// The renderer's own words (Chromium's, LibreOffice's) are the
+		// job's error, unless how it ended says more (a signal, a status).
+		res.Error = err.Error()
 		fmt.Fprintf(tail, "renderbox-agent: %v\n", err)
 		res.StderrTail = tail.String()
 		return res
@@ -79,7 +79,8 @@ func runStep(st wire.Step, env []string, tail *tail, res *wire.Result) bool {
 	cmd.Dir = wire.WorkDir
 	cmd.Stdout, cmd.Stderr = tail, tail
 	if st.Stdout != "" {
-		f, err := os.OpenFile(st.Stdout, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		// Read by the next step, which runs as the renderer.
+		f, err := os.OpenFile(st.Stdout, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 		if err != nil {
 			res.Error = fmt.Sprintf("creating %s: %v", st.Stdout, err)
 			return false
@@ -121,7 +122,7 @@ const nprocReserve = 64
 // under the sandbox's, which the host made equal.
 var jobTasks uint64
 
-// startReserving starts cmd with an RLIMIT_NPROC lowered by a reserve for
+// startReserving starts cmd as the renderer's uid (asRenderer), with an RLIMIT_NPROC lowered by a reserve for
 // the agent's own threads (nprocReserve, at most half), from the sandbox's
 // or the job's if that is lower, so that a fork bomb in the renderer hits
 // it while the agent can still create the threads it needs to report. The
@@ -129,6 +130,12 @@ var jobTasks uint64
 // gVisor enforces it with EAGAIN; the host's pids limit, sized above it,
 // backs it (TestForkBombIsContained, the escape probe).
 func startReserving(cmd *exec.Cmd) error {
+	// Again before each start: a sandbox restored from a checkpoint gets
+	// the spec's capability sets back.
+	if err := keepCapsToSelf(); err != nil {
+		return err
+	}
+	asRenderer(cmd)
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
 		return cmd.Start()
@@ -176,7 +183,9 @@ func listOutputs(dir string) ([]string, int64, error) {
 
 // sendFile streams one output file as a File frame and Data frames.
 func sendFile(out io.Writer, name string) (wire.FileInfo, error) {
-	f, err := os.OpenFile(filepath.Join(wire.OutputDir, name), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// O_NONBLOCK: a FIFO swapped in after the listing must not hang us
+	// (the renderer owns the directory); Stat below refuses it.
+	f, err := os.OpenFile(filepath.Join(wire.OutputDir, name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return wire.FileInfo{}, fmt.Errorf("opening output %q: %w", name, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/wire"
@@ -22,10 +21,8 @@ func boot(arg string, out *bufio.Writer) {
 	start := time.Now()
 	var w wire.Warm
 	err := json.Unmarshal([]byte(arg), &w)
-	for _, d := range []string{wire.InputDir, wire.OutputDir, wire.WorkDir} {
-		if err == nil {
-			err = os.MkdirAll(d, 0o700)
-		}
+	if err == nil {
+		err = makeDirs()
 	}
 	if err == nil {
 		err = bootKind(&w, io.Discard)

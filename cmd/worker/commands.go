@@ -40,13 +40,34 @@ func parse(name string, args []string, extra func(*flag.FlagSet)) (Config, []str
 		args = fs.Args()[1:]
 	}
 	c = c.withDefaults()
-	return c, rest, c.validate()
+	if err := c.validate(); err != nil {
+		return c, rest, err
+	}
+	// The rootfs is resolved once: a `make rootfs` that moves "current"
+	// later does not change the tree this worker verified and runs (it
+	// takes the new one when restarted; deploy/README.md).
+	tree, err := filepath.EvalSymlinks(c.Rootfs)
+	if err != nil {
+		return c, rest, fmt.Errorf("config: rootfs %s: %w", c.Rootfs, err)
+	}
+	c.Rootfs = tree
+	return c, rest, nil
 }
 
 // preflight is what the worker does before it takes any job; any failure
-// means it must not start. It returns the ready manager.
-// pooled adds the self-test of pooled and restored sandboxes.
+// means it must not start. It returns the ready manager, which holds the
+// state dir's lock until the process exits: a worker whose state dir
+// another worker holds refuses to start. pooled adds the self-test of
+// pooled and restored sandboxes.
 func preflight(ctx context.Context, c Config, log *slog.Logger, out *os.File, pooled bool) (*sandbox.Manager, error) {
+	return preflightAs(ctx, c, log, out, pooled, true)
+}
+
+// preflightAs is preflight; a caller that is not going to serve (worker
+// check) passes serving false: beside a running worker it then leaves that
+// worker's state dir alone (no reap) and runs the self-test in a private
+// state dir and cgroup parent of its own, removed afterwards.
+func preflightAs(ctx context.Context, c Config, log *slog.Logger, out *os.File, pooled, serving bool) (*sandbox.Manager, error) {
 	step := func(name string, err error, detail string) error {
 		if err != nil {
 			fmt.Fprintf(out, "FAIL  %-16s %v\n", name, err)
@@ -83,9 +104,24 @@ func preflight(ctx context.Context, c Config, log *slog.Logger, out *os.File, po
 	if err := step("rootfs digest", err, detail); err != nil {
 		return nil, err
 	}
-	n, err := m.Reap(ctx)
-	if err := step("reap", err, fmt.Sprintf("%d leftover sandboxes deleted", n)); err != nil {
-		return nil, err
+	_, err = m.Lock()
+	var busy *sandbox.BusyError
+	if errors.As(err, &busy) && !serving {
+		fmt.Fprintf(out, "SKIP  %-16s %v: its sandboxes are left alone; the self-test runs in a state dir of its own\n", "reap", busy)
+		private, cleanup, perr := c.privateManager(log)
+		if err := step("private state", perr, ""); err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		m = private
+	} else {
+		if err := step("state dir lock", err, c.StateDir); err != nil {
+			return nil, err
+		}
+		n, err := m.Reap(ctx)
+		if err := step("reap", err, fmt.Sprintf("%d leftover sandboxes deleted", n)); err != nil {
+			return nil, err
+		}
 	}
 	checks, err := m.SelfTest(ctx, pooled)
 	if err := step("self-test", err, ""); err != nil {
@@ -113,7 +149,7 @@ func cmdCheck(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = preflight(ctx, c, c.logger(), os.Stdout, true)
+	_, err = preflightAs(ctx, c, c.logger(), os.Stdout, true, false)
 	if err == nil {
 		fmt.Println("worker: ready")
 	}
@@ -127,6 +163,18 @@ func cmdSelftest(ctx context.Context, args []string) error {
 	}
 	m, err := c.runnableManager(ctx)
 	if err != nil {
+		return err
+	}
+	// Beside a running worker: a state dir of its own (see preflightAs).
+	var busy *sandbox.BusyError
+	if _, err := m.Lock(); errors.As(err, &busy) {
+		private, cleanup, err := c.privateManager(c.logger())
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		m = private
+	} else if err != nil {
 		return err
 	}
 	checks, err := m.SelfTest(ctx, true)

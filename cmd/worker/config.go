@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/renderbox/renderbox/internal/rootfs"
 	"github.com/renderbox/renderbox/internal/sandbox"
@@ -101,6 +102,35 @@ func (c Config) manager(log *slog.Logger) (*sandbox.Manager, error) {
 		CgroupParent: c.CgroupParent,
 		Logger:       log,
 	})
+}
+
+// privateManager is a manager on a state dir and cgroup parent of its own,
+// beside c's (for checks run next to a worker that holds c's), holding its
+// lock; cleanup reaps and removes both.
+func (c Config) privateManager(log *slog.Logger) (*sandbox.Manager, func(), error) {
+	p := c
+	suffix := fmt.Sprintf("-check-%d", os.Getpid())
+	p.StateDir, p.CgroupParent = c.StateDir+suffix, c.CgroupParent+suffix
+	m, err := p.manager(log)
+	if err != nil {
+		return nil, nil, err
+	}
+	unlock, err := m.Lock()
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := m.Reap(ctx); err != nil {
+			log.Warn("cleaning the private state dir", "err", err)
+		}
+		unlock()
+		for _, d := range sandbox.ParentCgroupDirs(p.CgroupParent) {
+			_ = os.Remove(d)
+		}
+		_ = os.RemoveAll(p.StateDir)
+	}, nil
 }
 
 // runnableManager is a manager after the cheap start-up checks (runsc

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"image/png"
 	"os"
@@ -9,11 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/renderbox/renderbox/internal/rootfs"
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/internal/wire"
 )
 
 var workerBin string
@@ -202,5 +205,53 @@ func TestRenderRejectsAWrongTypeBeforeAnySandbox(t *testing.T) {
 	out, err := worker(t, "render", "-rootfs", testenv.RootfsTree(t), "-runsc", "/nonexistent", "-renderer", "pdf-png", in, "-o", t.TempDir())
 	if err == nil || !strings.Contains(out, "unsupported input") {
 		t.Errorf("render of HTML as pdf-png: %v\n%s", err, out)
+	}
+}
+
+// worker check beside a running worker (here this test's manager, holding
+// the state dir's lock as `worker serve` does, with a job running) leaves
+// that worker's sandboxes alone: no reap, its self-test in a state dir of
+// its own; the job finishes untouched. worker reap refuses outright.
+func TestCheckLeavesALiveWorkerAlone(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	unlock, err := m.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	c := m.Config()
+	flags := []string{"-state-dir", c.StateDir, "-cgroup-parent", c.CgroupParent, "-runsc", c.Runsc, "-rootfs", testenv.RootfsTree(t)}
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		res, err := m.Run(ctx, sandbox.Job{
+			Request: wire.Request{Mode: wire.ModeRender, Argv: []string{"/bin/sh", "-c", "sleep 30; echo ok > /tmp/out/ok"}, InputName: "input"},
+			Limits:  sandbox.Limits{Timeout: 2 * time.Minute},
+		})
+		if err == nil && len(res.Response.Files) != 1 {
+			err = fmt.Errorf("outputs %v, want ok", res.Response.Files)
+		}
+		done <- err
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if cs, _ := m.Runsc().List(ctx); len(cs) == 1 && cs[0].Status == "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job's sandbox is not running after 20s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, err := worker(t, append([]string{"check"}, flags...)...)
+	if err != nil || !strings.Contains(out, "SKIP  reap") || !strings.Contains(out, "worker: ready") {
+		t.Errorf("worker check beside a live worker: %v\n%s", err, out)
+	}
+	out, err = worker(t, append([]string{"reap"}, flags...)...)
+	if err == nil || !strings.Contains(out, "in use by a running worker") {
+		t.Errorf("worker reap beside a live worker: %v\n%s", err, out)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("the live worker's job: %v", err)
 	}
 }

@@ -6,11 +6,14 @@ package render_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"image"
 	"strings"
 	"testing"
 
+	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
@@ -298,4 +301,28 @@ func colourful(img image.Image) int {
 		}
 	}
 	return n
+}
+
+// A page range beyond the document is the user's mistake, told in
+// Chromium's words: render_failed, not the memory_limit that the agent's
+// own SIGKILL of the browser used to look like.
+func TestHTMLPageRangesBeyondTheDocument(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	r, err := render.Lookup("html-pdf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := samples.HTML("One page", "Only one.")
+	plan, err := r.Prepare(input, map[string]any{"page_ranges": "3-5"}, render.LimitRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Job.Input = bytes.NewReader(input)
+	_, err = m.Run(context.Background(), plan.Job)
+	var e *sandbox.Error
+	if !errors.As(err, &e) || e.Outcome != sandbox.RenderFailed || !strings.Contains(strings.ToLower(e.Msg), "page range") {
+		t.Fatalf("page_ranges 3-5 of one page: %v; want render_failed with Chromium's message", err)
+	}
+	t.Logf("%s: %s", e.Outcome, e.Msg)
 }

@@ -11,7 +11,8 @@ import (
 // EscapeAttempts names, in order, what the agent's escape attempts try
 // (`renderbox-agent --escape-attempts`, run from a renderer's place).
 var EscapeAttempts = []string{
-	"ptrace the agent (pid 1)", "read the agent's memory", "mount a tmpfs", "setuid(0)",
+	"ptrace the agent (pid 1)", "signal the agent (pid 1)", "write /sys", "exec a binary copied to /tmp",
+	"open /dev/fuse", "read the agent's memory", "mount a tmpfs", "setuid(0)",
 	"run a setuid-root binary", "raw socket", "packet socket", "write the rootfs",
 	"write the rootfs as its world-writable /var/tmp", "see the host's processes", "open a host device",
 	"exhaust processes", "fill /tmp",

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -36,8 +37,6 @@ type Config struct {
 	// <CgroupParent>/<sandbox id>. Private to this manager, like StateDir.
 	// Default "renderbox".
 	CgroupParent string
-	// UID and GID the agent runs as. Default 65534 (nobody).
-	UID, GID uint32
 	// Limits are the defaults for jobs that do not set their own.
 	Limits Limits
 	// Logger receives lifecycle logs. Default: discard.
@@ -55,12 +54,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CgroupParent == "" {
 		c.CgroupParent = "renderbox"
-	}
-	if c.UID == 0 {
-		c.UID = 65534
-	}
-	if c.GID == 0 {
-		c.GID = 65534
 	}
 	c.Limits = c.Limits.WithDefaults()
 	if c.Logger == nil {
@@ -90,6 +83,9 @@ type Manager struct {
 	cfg   Config
 	runsc *Runsc
 	log   *slog.Logger
+
+	lockMu   sync.Mutex
+	lockFile *os.File // the state dir's lock, while held (Lock)
 }
 
 // NewManager locates runsc and prepares the state directory. It does not
@@ -112,7 +108,12 @@ func NewManager(cfg Config) (*Manager, error) {
 			return nil, fmt.Errorf("securing state dir: %w", err)
 		}
 	}
-	rootfs, err := filepath.Abs(cfg.Rootfs)
+	// Resolved: the gofer refuses mounts under a path that goes through a
+	// symlink, and a link moved later must not change the tree in use.
+	rootfs, err := filepath.EvalSymlinks(cfg.Rootfs)
+	if err == nil {
+		rootfs, err = filepath.Abs(rootfs)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -158,8 +159,8 @@ func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, cre
 	err := writeBundle(s.bundle, SpecOptions{
 		RootfsPath:  m.cfg.Rootfs,
 		Args:        args,
-		UID:         m.cfg.UID,
-		GID:         m.cfg.GID,
+		UID:         AgentUID,
+		GID:         AgentGID,
 		CgroupsPath: s.cgroup,
 		Limits:      lim,
 	})
@@ -374,8 +375,10 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 		return fail(OutputLimit, ex.err, "the sandbox sent more than %d bytes or %d files", lim.MaxOutputBytes, lim.MaxOutputFiles)
 	}
 	// Give the agent a moment to exit, then make sure it has.
+	exited := false
 	select {
 	case res.ExitStatus = <-waited:
+		exited = res.ExitStatus >= 0
 	case <-time.After(waitGrace):
 		kill()
 	}
@@ -389,6 +392,11 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 		case errors.Is(ex.err, wire.ErrProtocol):
 			// A sandbox that breaks the protocol is not trusted to say why.
 			return fail(RenderFailed, ex.err, "the sandbox answered with a malformed response")
+		case exited && !errors.Is(ex.err, ErrNotDelivered):
+			// The agent took the job and died with it, and gVisor lived
+			// to report its status: the job killed it, and would again.
+			return &Error{Outcome: RenderFailed, Stderr: tailOf(sb.Stderr(), 2048),
+				Msg: fmt.Sprintf("the sandbox's agent ended without answering (exit status %d)", res.ExitStatus), Err: ex.err}
 		}
 		return &Error{Outcome: SandboxFailure, Msg: "the sandbox ended without answering",
 			Err: fmt.Errorf("%w (exit status %d, stderr: %s)", ex.err, res.ExitStatus, tailOf(sb.Stderr(), 1024))}

@@ -12,8 +12,18 @@ import (
 // Reap removes what a crashed predecessor left behind in this manager's
 // state dir and cgroup parent: containers (`runsc list` → kill →
 // `delete --force`), bundle directories and cgroups. It returns how many
-// containers it deleted. Call it before taking jobs.
+// containers it deleted. Call it before taking jobs. It needs the state
+// dir's lock (Lock): taken for the call unless this manager holds it, and
+// refused with *BusyError while a running worker holds it, whose sandboxes
+// are not leftovers.
 func (m *Manager) Reap(ctx context.Context) (int, error) {
+	if !m.holdsLock() {
+		unlock, err := m.Lock()
+		if err != nil {
+			return 0, err
+		}
+		defer unlock()
+	}
 	var errs []error
 	cs, err := m.runsc.List(ctx)
 	if err != nil {

@@ -28,7 +28,10 @@ type Runsc struct {
 }
 
 // globalArgs are the flags every call carries. They are the hardening that
-// DESIGN.md fixes: no network, an explicit platform, a private root. Never
+// DESIGN.md fixes: no network, an explicit platform, a private root, and
+// no direct host file access from the Sentry (--directfs=false: every file
+// of the rootfs is opened by the gofer, so a compromised Sentry holds no
+// host file descriptors beyond its own). Never
 // --rootless or --ignore-cgroups (both silently drop resource limits), never
 // a --TESTONLY-* flag.
 func (r *Runsc) globalArgs() []string {
@@ -36,6 +39,7 @@ func (r *Runsc) globalArgs() []string {
 		"--root=" + r.Root,
 		"--network=none",
 		"--platform=" + r.Platform,
+		"--directfs=false",
 	}
 	if r.LogDir != "" {
 		args = append(args, "--debug", "--debug-log="+r.LogDir+"/")

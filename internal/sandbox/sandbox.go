@@ -207,6 +207,10 @@ func (s *Sandbox) alive() bool {
 	}
 }
 
+// ErrNotDelivered means the agent was gone before it had read the whole
+// request: whatever ended it, the job had no part in it.
+var ErrNotDelivered = errors.New("the request did not reach the agent")
+
 // ErrGone means the sandbox exited before its exit status could be read.
 var ErrGone = errors.New("sandbox exited before its status was read")
 
@@ -227,6 +231,17 @@ func (s *Sandbox) Exchange(req *wire.Request, input io.Reader) (*wire.Response, 
 		MaxBytes: s.Limits.MaxOutputBytes, MaxFiles: s.Limits.MaxOutputFiles,
 	})
 	if err != nil {
+		// Did the agent take the job before it went? A write to a dead
+		// agent fails at once (EPIPE); one still blocked after its stdout
+		// closed never reached it either.
+		select {
+		case e := <-werr:
+			if e != nil {
+				return nil, fmt.Errorf("%w: %v (reading: %v)", ErrNotDelivered, e, err)
+			}
+		case <-time.After(time.Second):
+			return nil, fmt.Errorf("%w: still sending (reading: %v)", ErrNotDelivered, err)
+		}
 		return nil, err
 	}
 	// The agent answers only after reading the whole request.

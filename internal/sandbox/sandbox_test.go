@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -66,13 +67,36 @@ func TestIsolationFromInside(t *testing.T) {
 	}
 	// The individual facts, asserted here rather than only through
 	// CheckProbe, so a bug there cannot hide one.
-	if p.UID == 0 || p.EUID == 0 || p.GID == 0 {
-		t.Errorf("uid/euid/gid = %d/%d/%d, want non-root", p.UID, p.EUID, p.GID)
+	// The probe runs as a renderer does.
+	if p.UID != wire.RendererUID || p.EUID != wire.RendererUID || p.GID != wire.RendererGID {
+		t.Errorf("uid/euid/gid = %d/%d/%d, want the renderer's %d", p.UID, p.EUID, p.GID, wire.RendererUID)
 	}
-	for name, v := range map[string]string{"CapInh": p.CapInh, "CapPrm": p.CapPrm, "CapEff": p.CapEff, "CapBnd": p.CapBnd, "CapAmb": p.CapAmb} {
+	for name, v := range map[string]string{"CapInh": p.CapInh, "CapPrm": p.CapPrm, "CapEff": p.CapEff, "CapAmb": p.CapAmb} {
 		if v != "0000000000000000" {
 			t.Errorf("%s = %q, want all zero", name, v)
 		}
+	}
+	// Inherited from the agent, and granting nothing without the others.
+	if p.CapBnd != "00000000000000e0" && p.CapBnd != "0000000000000000" {
+		t.Errorf("CapBnd = %q, want at most CAP_KILL|CAP_SETGID|CAP_SETUID", p.CapBnd)
+	}
+	// The agent: another uid, with only the capabilities that start
+	// renderers as the renderer's and kill them.
+	if a := p.Agent; a == nil || a.UID != sandbox.AgentUID || a.GID != sandbox.AgentGID ||
+		a.CapEff != "00000000000000e0" || a.CapPrm != "00000000000000e0" || a.CapInh != "0000000000000000" || a.CapAmb != "0000000000000000" {
+		t.Errorf("agent = %+v, want uid %d with CapEff=CapPrm=e0 and nothing inheritable or ambient", a, sandbox.AgentUID)
+	}
+	if p.SysWriteError == "" || !slices.ContainsFunc(p.Mounts, func(m string) bool {
+		f := strings.Fields(m)
+		return len(f) >= 4 && f[1] == "/sys" && f[2] == "tmpfs" && slices.Contains(strings.Split(f[3], ","), "ro")
+	}) {
+		t.Errorf("writing /sys: %q, mounts %q; want the write refused and /sys a read-only tmpfs", p.SysWriteError, p.Mounts)
+	}
+	if !strings.Contains(p.TmpExecError, "permission denied") {
+		t.Errorf("running a binary copied to /tmp: %q, want permission denied (noexec)", p.TmpExecError)
+	}
+	if p.FuseError == "" {
+		t.Errorf("/dev/fuse opened as a device (%s)", p.FuseDetail)
 	}
 	if p.NoNewPrivs != "1" {
 		t.Errorf("NoNewPrivs = %q, want 1", p.NoNewPrivs)
@@ -222,6 +246,42 @@ func TestForkBombIsContained(t *testing.T) {
 	}
 	if _, err := m.Run(context.Background(), shJob("true", sandbox.Limits{})); err != nil {
 		t.Errorf("a job after the fork bomb failed: %v", err)
+	}
+}
+
+// The renderer runs as another uid than the agent: neither a signal nor
+// ptrace reaches it, and the job ends as the renderer's own failure.
+func TestRendererCannotSignalTheAgent(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	_, err := m.Run(context.Background(), shJob("kill -TERM 1 && echo 'the agent was signalled' > /tmp/out/x", sandbox.Limits{}))
+	e := wantOutcome(t, err, sandbox.RenderFailed)
+	if !strings.Contains(e.Stderr, "kill") || !strings.Contains(e.Stderr, "not permitted") {
+		t.Errorf("stderr tail %q does not show the refused kill", e.Stderr)
+	}
+}
+
+// An agent that dies with its job while gVisor is healthy is the job's
+// failure, not the sandbox's: it would die again, so it is not retried.
+func TestAgentDeathIsRenderFailed(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	sb, err := m.Prepare(context.Background(), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The host kills the agent alone (the container's init, not --all):
+	// what a renderer could do if it shared the agent's uid.
+	go func() {
+		time.Sleep(3 * time.Second)
+		_ = m.Runsc().Kill(context.Background(), sb.ID, sandbox.KillOpts{Signal: 9})
+	}()
+	t0 := time.Now()
+	_, err = m.RunIn(context.Background(), sb, shJob("sleep 25", lim))
+	e := wantOutcome(t, err, sandbox.RenderFailed)
+	if !strings.Contains(e.Msg, "agent ended without answering") || time.Since(t0) > 15*time.Second {
+		t.Errorf("after %s: %v; want the agent's death reported at once", time.Since(t0), err)
 	}
 }
 

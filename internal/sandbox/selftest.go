@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -188,11 +189,23 @@ func CheckProbe(p *wire.ProbeReport, lim Limits, canaryHits int64) []Check {
 	add := func(name string, pass bool, format string, args ...any) {
 		cs = append(cs, Check{Name: name, Pass: pass, Detail: fmt.Sprintf(format, args...)})
 	}
-	add("non-root user", p.UID != 0 && p.EUID != 0 && p.GID != 0 && p.EGID != 0,
+	add("non-root user", p.UID == wire.RendererUID && p.EUID == p.UID && p.GID == wire.RendererGID && p.EGID == p.GID,
 		"uid=%d euid=%d gid=%d egid=%d", p.UID, p.EUID, p.GID, p.EGID)
 	zero := func(s string) bool { return strings.Trim(s, "0") == "" && s != "" }
-	add("no capabilities", zero(p.CapInh) && zero(p.CapPrm) && zero(p.CapEff) && zero(p.CapBnd) && zero(p.CapAmb),
+	// The bounding set is inherited from the agent and cannot be emptied
+	// without a third capability; with nothing else it grants nothing
+	// (noNewPrivileges, no file capabilities in the rootfs).
+	bnd, _ := strconv.ParseUint(p.CapBnd, 16, 64)
+	add("no capabilities", zero(p.CapInh) && zero(p.CapPrm) && zero(p.CapEff) && zero(p.CapAmb) && p.CapBnd != "" && bnd&^agentCapBits == 0,
 		"CapInh=%s CapPrm=%s CapEff=%s CapBnd=%s CapAmb=%s", p.CapInh, p.CapPrm, p.CapEff, p.CapBnd, p.CapAmb)
+	if a := p.Agent; a == nil {
+		add("agent above the renderer", false, "the report has no view of the agent")
+	} else {
+		eff, _ := strconv.ParseUint(a.CapEff, 16, 64)
+		prm, _ := strconv.ParseUint(a.CapPrm, 16, 64)
+		add("agent above the renderer", a.UID != 0 && a.UID != p.UID && a.GID != p.GID && eff == agentCapBits && prm == agentCapBits && zero(a.CapInh) && zero(a.CapAmb),
+			"agent uid=%d gid=%d CapEff=%s CapPrm=%s CapInh=%s CapAmb=%s; renderer uid=%d", a.UID, a.GID, a.CapEff, a.CapPrm, a.CapInh, a.CapAmb, p.UID)
+	}
 	add("no new privileges", p.NoNewPrivs == "1", "NoNewPrivs=%s", p.NoNewPrivs)
 	add("loopback only", len(p.Interfaces) == 1 && p.Interfaces[0] == "lo", "interfaces=%v", p.Interfaces)
 	dialsFailed := len(p.Dials) > 0
@@ -206,6 +219,16 @@ func CheckProbe(p *wire.ProbeReport, lim Limits, canaryHits int64) []Check {
 	add("read-only root", strings.Contains(p.RootWriteError, "read-only file system"),
 		"writing the world-writable /var/tmp of the rootfs: %s", orSucceeded(p.RootWriteError))
 	add("writable /tmp", p.TmpWriteError == "", "writing /tmp: %s", orSucceeded(p.TmpWriteError))
+	add("/tmp does not execute", p.TmpExecError != "", "running a binary copied to /tmp: %s", orSucceeded(p.TmpExecError))
+	sysMount := "none"
+	for _, mnt := range p.Mounts {
+		if f := strings.Fields(mnt); len(f) >= 4 && f[1] == "/sys" {
+			sysMount = f[2] + " " + f[3]
+		}
+	}
+	add("read-only /sys", p.SysWriteError != "" && strings.HasPrefix(sysMount, "tmpfs ") && strings.Contains(","+strings.Fields(sysMount)[1]+",", ",ro,"),
+		"writing /sys: %s; mounted: %s", orSucceeded(p.SysWriteError), sysMount)
+	add("no /dev/fuse", p.FuseError != "", "opening /dev/fuse: %s %s", orSucceeded(p.FuseError), p.FuseDetail)
 	capped := p.TmpSizeBytes > 0 && p.TmpSizeBytes <= uint64(lim.TmpBytes) && p.TmpFilled <= lim.TmpBytes && p.TmpFillError == "ENOSPC"
 	add("capped /tmp", capped, "tmpfs size %d MiB (limit %d MiB); filling stopped at %d MiB: %s",
 		p.TmpSizeBytes>>20, lim.TmpBytes>>20, p.TmpFilled>>20, orSucceeded(p.TmpFillError))
@@ -237,6 +260,10 @@ func CheckProbe(p *wire.ProbeReport, lim Limits, canaryHits int64) []Check {
 var sandboxLocalFS = map[string]bool{
 	"tmpfs": true, "dev": true, "proc": true, "sysfs": true, "devpts": true, "mqueue": true, "devtmpfs": true, "cgroup": true,
 }
+
+// agentCapBits are agentCaps as /proc/self/status prints them: bits 5
+// (CAP_KILL), 6 (CAP_SETGID) and 7 (CAP_SETUID).
+const agentCapBits = 1<<5 | 1<<6 | 1<<7
 
 // Failed returns the checks that did not pass.
 func Failed(cs []Check) []Check {

@@ -2,9 +2,12 @@ package sandbox
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/renderbox/renderbox/internal/wire"
 )
 
 // Limits bound one sandbox. The manager enforces Timeout and the output caps;
@@ -85,7 +88,7 @@ func tasksFor(pids int64) uint64 {
 type SpecOptions struct {
 	RootfsPath  string   // the shared renderer rootfs, mounted read-only
 	Args        []string // the agent's argv
-	UID, GID    uint32   // non-root; 65534 by default
+	UID, GID    uint32   // the agent's: non-root and not the renderer's (AgentUID)
 	CgroupsPath string   // where runsc puts this sandbox's cgroups
 	Limits      Limits
 }
@@ -93,11 +96,37 @@ type SpecOptions struct {
 // AgentPath is where rootfs/build.sh installs the agent.
 const AgentPath = "/usr/local/bin/renderbox-agent"
 
+// AgentUID and AgentGID are what the agent runs as: neither root nor the
+// renderer's (wire.RendererUID), so that a renderer cannot signal, trace or
+// read it.
+const (
+	AgentUID = 65533
+	AgentGID = 65533
+)
+
+// agentCaps are the agent's only capabilities: they let it start every
+// renderer process as wire.RendererUID (CAP_SETUID, CAP_SETGID) and kill
+// what it started (CAP_KILL: another uid's processes). They are in all five sets because
+// gVisor, like Linux, leaves a non-root process only its ambient ones after
+// the execve that starts it; the agent's first act empties its inheritable
+// and ambient sets, so a renderer's execve leaves it none (noNewPrivileges;
+// the rootfs has no file capabilities).
+var agentCaps = []string{"CAP_KILL", "CAP_SETGID", "CAP_SETUID"}
+
+// MaskFile is an empty file that rootfs/build.sh installs; it is mounted
+// read-only over what a sandbox must not have (/dev/fuse, which gVisor's
+// /dev always lists and a spec cannot remove).
+const MaskFile = "/usr/share/renderbox/masked"
+
+// sandboxOOMScoreAdj makes the host's OOM killer pick a sandbox (its
+// Sentry and gofer) before the worker, the API or Redis.
+const sandboxOOMScoreAdj = 1000
+
 // BuildSpec returns the hardened OCI spec of one sandbox (DESIGN.md, "The
 // sandbox manager"). Nothing in it comes from user input.
 func BuildSpec(o SpecOptions) (*specs.Spec, error) {
-	if o.UID == 0 || o.GID == 0 {
-		return nil, fmt.Errorf("building spec: uid/gid %d/%d: the renderer must not run as root", o.UID, o.GID)
+	if o.UID == 0 || o.GID == 0 || o.UID == wire.RendererUID || o.GID == wire.RendererGID {
+		return nil, fmt.Errorf("building spec: agent uid/gid %d/%d: neither root nor the renderer's (%d/%d)", o.UID, o.GID, wire.RendererUID, wire.RendererGID)
 	}
 	if o.RootfsPath == "" || o.CgroupsPath == "" || len(o.Args) == 0 {
 		return nil, fmt.Errorf("building spec: rootfs, cgroups path and args are required")
@@ -106,7 +135,7 @@ func BuildSpec(o SpecOptions) (*specs.Spec, error) {
 	period := uint64(100_000)
 	quota := int64(l.CPUs * float64(period))
 	mem := l.MemoryBytes
-	noCaps := []string{}
+	oom := sandboxOOMScoreAdj
 	return &specs.Spec{
 		Version:  specs.Version,
 		Hostname: "renderbox",
@@ -121,13 +150,14 @@ func BuildSpec(o SpecOptions) (*specs.Spec, error) {
 				"LANG=C.UTF-8",
 			},
 			Cwd: "/",
-			// All five sets empty. A nil struct would let the runtime pick
-			// its defaults, so it is spelled out.
+			// Every set spelled out: a nil one would let the runtime pick
+			// its defaults.
 			Capabilities: &specs.LinuxCapabilities{
-				Bounding: noCaps, Effective: noCaps, Inheritable: noCaps,
-				Permitted: noCaps, Ambient: noCaps,
+				Bounding: agentCaps, Effective: agentCaps, Permitted: agentCaps,
+				Inheritable: agentCaps, Ambient: agentCaps,
 			},
 			NoNewPrivileges: true,
+			OOMScoreAdj:     &oom,
 			Rlimits: []specs.POSIXRlimit{
 				{Type: "RLIMIT_NOFILE", Hard: l.NoFile, Soft: l.NoFile},
 				{Type: "RLIMIT_NPROC", Hard: l.NProc, Soft: l.NProc},
@@ -139,9 +169,15 @@ func BuildSpec(o SpecOptions) (*specs.Spec, error) {
 			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "noexec", "strictatime", "mode=755", "size=65536k"}},
 			// tmpfs defaults to half the host's RAM: always say size=.
+			// Nothing written there runs.
 			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{
-				"nosuid", "nodev", "mode=1777", fmt.Sprintf("size=%d", l.TmpBytes),
+				"nosuid", "nodev", "noexec", "mode=1777", fmt.Sprintf("size=%d", l.TmpBytes),
 			}},
+			// gVisor mounts its own /sys when the spec has none: mask it
+			// with an empty read-only tmpfs.
+			{Destination: "/sys", Type: "tmpfs", Source: "tmpfs", Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=555"}},
+			{Destination: "/dev/fuse", Type: "bind", Source: filepath.Join(o.RootfsPath, MaskFile),
+				Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}},
 		},
 		Linux: &specs.Linux{
 			CgroupsPath: o.CgroupsPath,

@@ -11,13 +11,15 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/renderbox/renderbox/internal/wire"
 )
 
 func TestGlobalArgs(t *testing.T) {
 	t.Parallel()
 	r := &Runsc{Path: "/usr/local/bin/runsc", Root: "/run/x/runsc", Platform: "systrap"}
 	got := r.globalArgs()
-	want := []string{"--root=/run/x/runsc", "--network=none", "--platform=systrap"}
+	want := []string{"--root=/run/x/runsc", "--network=none", "--platform=systrap", "--directfs=false"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("globalArgs = %v, want %v", got, want)
 	}
@@ -54,7 +56,7 @@ func TestBuildSpecIsHardened(t *testing.T) {
 	t.Parallel()
 	s, err := BuildSpec(SpecOptions{
 		RootfsPath: "/var/lib/renderbox/rootfs/x/rootfs", Args: []string{AgentPath},
-		UID: 65534, GID: 65534, CgroupsPath: "/renderbox/rbx-1",
+		UID: AgentUID, GID: AgentGID, CgroupsPath: "/renderbox/rbx-1",
 		Limits: Limits{MemoryBytes: 300 << 20, Pids: 99, TmpBytes: 7 << 20, CPUs: 0.5},
 	})
 	if err != nil {
@@ -64,13 +66,23 @@ func TestBuildSpecIsHardened(t *testing.T) {
 		t.Error("root is writable")
 	}
 	p := s.Process
-	if p.User.UID != 65534 || p.User.GID != 65534 || len(p.User.AdditionalGids) != 0 {
-		t.Errorf("user = %+v, want 65534:65534 and no extra groups", p.User)
+	if p.User.UID != AgentUID || p.User.GID != AgentGID || len(p.User.AdditionalGids) != 0 {
+		t.Errorf("user = %+v, want the agent's %d:%d and no extra groups", p.User, AgentUID, AgentGID)
 	}
+	// The agent's only capabilities start renderers as another uid (it
+	// empties its inheritable and ambient sets before it starts any:
+	// TestIsolationFromInside).
 	c := p.Capabilities
-	if c == nil || len(c.Bounding)+len(c.Effective)+len(c.Inheritable)+len(c.Permitted)+len(c.Ambient) != 0 ||
-		c.Bounding == nil || c.Effective == nil || c.Inheritable == nil || c.Permitted == nil || c.Ambient == nil {
-		t.Errorf("capabilities = %+v, want all five sets present and empty", c)
+	want := []string{"CAP_KILL", "CAP_SETGID", "CAP_SETUID"}
+	if c == nil || !slices.Equal(c.Bounding, want) || !slices.Equal(c.Effective, want) || !slices.Equal(c.Permitted, want) ||
+		!slices.Equal(c.Inheritable, want) || !slices.Equal(c.Ambient, want) {
+		t.Errorf("capabilities = %+v, want %v and nothing else", c, want)
+	}
+	if p.OOMScoreAdj == nil || *p.OOMScoreAdj != 1000 {
+		t.Errorf("oomScoreAdj = %v, want 1000: sandboxes die before the worker", p.OOMScoreAdj)
+	}
+	if _, err := BuildSpec(SpecOptions{RootfsPath: "/r", Args: []string{AgentPath}, UID: wire.RendererUID, GID: AgentGID, CgroupsPath: "/c"}); err == nil {
+		t.Error("a spec whose agent runs as the renderer's uid was built")
 	}
 	if !p.NoNewPrivileges {
 		t.Error("noNewPrivileges is off")
@@ -90,18 +102,26 @@ func TestBuildSpecIsHardened(t *testing.T) {
 	if rl["RLIMIT_CORE"] != 0 {
 		t.Errorf("RLIMIT_CORE = %d, want 0", rl["RLIMIT_CORE"])
 	}
-	var tmp *specs.Mount
-	for i, m := range s.Mounts {
+	byDest := map[string]specs.Mount{}
+	for _, m := range s.Mounts {
+		byDest[m.Destination] = m
+		// The one bind mount is a file of the read-only rootfs, read-only.
 		if m.Type == "bind" || m.Type == "rbind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind") {
-			t.Errorf("host bind mount %+v", m)
-		}
-		if m.Destination == "/tmp" {
-			tmp = &s.Mounts[i]
+			if m.Source != "/var/lib/renderbox/rootfs/x/rootfs"+MaskFile || !slices.Contains(m.Options, "ro") {
+				t.Errorf("host bind mount %+v", m)
+			}
 		}
 	}
-	if tmp == nil || tmp.Type != "tmpfs" || !slices.Contains(tmp.Options, "size=7340032") ||
-		!slices.Contains(tmp.Options, "nosuid") || !slices.Contains(tmp.Options, "nodev") {
-		t.Errorf("/tmp mount = %+v, want a nosuid,nodev tmpfs with size=7340032", tmp)
+	tmp := byDest["/tmp"]
+	if tmp.Type != "tmpfs" || !slices.Contains(tmp.Options, "size=7340032") ||
+		!slices.Contains(tmp.Options, "nosuid") || !slices.Contains(tmp.Options, "nodev") || !slices.Contains(tmp.Options, "noexec") {
+		t.Errorf("/tmp mount = %+v, want a nosuid,nodev,noexec tmpfs with size=7340032", tmp)
+	}
+	if sys := byDest["/sys"]; sys.Type != "tmpfs" || !slices.Contains(sys.Options, "ro") {
+		t.Errorf("/sys mount = %+v, want a read-only tmpfs masking gVisor's sysfs", sys)
+	}
+	if fuse := byDest["/dev/fuse"]; fuse.Type != "bind" || !slices.Contains(fuse.Options, "ro") {
+		t.Errorf("/dev/fuse mount = %+v, want the rootfs's empty file, read-only", fuse)
 	}
 	ns := map[specs.LinuxNamespaceType]bool{}
 	for _, n := range s.Linux.Namespaces {

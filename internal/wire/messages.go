@@ -13,6 +13,14 @@ const (
 	WorkDir   = "/tmp/work"
 )
 
+// RendererUID and RendererGID are what every renderer process runs as. The
+// agent runs as another uid (sandbox.AgentUID) and starts each renderer
+// process with these, so that no renderer can signal, trace or read it.
+const (
+	RendererUID = 65534
+	RendererGID = 65534
+)
+
 // Request is the first frame the host sends. InputSize bytes of TypeInput
 // frames follow it.
 type Request struct {
@@ -185,6 +193,9 @@ type ProbeReport struct {
 	Interfaces                             []string
 	RootWriteError                         string // empty means writing under / succeeded
 	TmpWriteError                          string // empty means /tmp is writable
+	SysWriteError                          string // empty means /sys is writable
+	TmpExecError                           string // empty means a binary copied to /tmp ran
+	FuseError, FuseDetail                  string // FuseError empty: /dev/fuse opened as a device
 	TmpSizeBytes                           uint64 // tmpfs size from statfs
 	TmpFilled                              int64  // bytes written before the fill stopped
 	TmpFillError                           string
@@ -194,6 +205,15 @@ type ProbeReport struct {
 	Dials                                  []DialResult
 	Hostname                               string
 	Escapes                                []Attempt
+	// Agent is the agent's own view: the probe above runs as a renderer.
+	Agent *AgentView `json:",omitempty"`
+}
+
+// AgentView is who the agent runs as, reported beside a probe.
+type AgentView struct {
+	UID, GID               int
+	CapInh, CapPrm, CapEff string
+	CapBnd, CapAmb         string
 }
 
 // DialResult is one attempted TCP connection.

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// The agent and the renderer are two uids. In a sandbox the agent runs as
+// its own uid with CAP_SETUID and CAP_SETGID, for one use: every process it
+// starts for a job (renderer, browser, office, probe) runs as
+// wire.RendererUID, whose execve leaves it no capability. The renderer then
+// cannot signal, ptrace or read the agent, nor reach its stdio. Outside a
+// sandbox (the bench's native run) both are one uid and nothing changes.
+
+// keepCapsToSelf empties the agent's inheritable and ambient sets. The spec
+// must fill them: without them a non-root process holds no capability after
+// the execve that starts it. Its own effective and permitted sets stay; no
+// process it starts keeps any across its execve. Capabilities belong to a
+// thread, and any of ours may fork the next renderer: every thread is
+// changed (the Go runtime starts some before main).
+func keepCapsToSelf() error {
+	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); e != 0 {
+		return fmt.Errorf("clearing the ambient capabilities: %w", e)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	_, _, e := syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
+	runtime.KeepAlive(&hdr)
+	runtime.KeepAlive(&data)
+	if e != 0 {
+		return fmt.Errorf("clearing the inheritable capabilities: %w", e)
+	}
+	return nil
+}
+
+// asRenderer makes cmd run as the renderer's uid when the agent is another.
+func asRenderer(cmd *exec.Cmd) {
+	if os.Getuid() == wire.RendererUID {
+		return
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: wire.RendererUID, Gid: wire.RendererGID, Groups: []uint32{}}
+}
+
+// makeDirs creates the job's directories, owned by the agent: the outputs
+// and the scratch space writable by the renderer, and the input's
+// directory too, sticky (LibreOffice writes its lock file beside the
+// document, and waits forever where it cannot), so that the input itself,
+// the agent's, stays as it was written. The agent reads the outputs back
+// without following links and only if they are regular files (sendFile).
+func makeDirs() error {
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{wire.InputDir, 0o777 | os.ModeSticky}, {wire.OutputDir, 0o777}, {wire.WorkDir, 0o777}} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return err
+		}
+		// MkdirAll's mode passes through the umask.
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// probeArg runs the agent as the probe's child: it reports the sandbox as a
+// renderer sees it, the request as JSON in the next argument.
+const probeArg = "--probe"
+
+// probeAsRenderer runs the probe in a child as the renderer's uid and adds
+// the agent's own view.
+func probeAsRenderer(req *wire.ProbeRequest) (*wire.ProbeReport, error) {
+	arg, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("/proc/self/exe", probeArg, string(arg))
+	cmd.Env = []string{}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := startReserving(cmd); err != nil {
+		return nil, fmt.Errorf("starting the probe: %w", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("the probe: %v: %s", err, strings.TrimSpace(errOut.String()))
+	}
+	var r wire.ProbeReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		return nil, fmt.Errorf("decoding the probe's report: %w", err)
+	}
+	a := &wire.AgentView{UID: os.Getuid(), GID: os.Getgid()}
+	st := readStatus()
+	a.CapInh, a.CapPrm, a.CapEff, a.CapBnd, a.CapAmb = st["CapInh"], st["CapPrm"], st["CapEff"], st["CapBnd"], st["CapAmb"]
+	r.Agent = a
+	return &r, nil
+}
+
+// probeChild is the probe's side: the report on stdout.
+func probeChild(arg string) {
+	var req wire.ProbeRequest
+	if err := json.Unmarshal([]byte(arg), &req); err != nil {
+		fatal("probe request: %v", err)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(probe(&req)); err != nil {
+		fatal("writing the probe's report: %v", err)
+	}
+}
+
+// readStatus returns the fields of /proc/self/status.
+func readStatus() map[string]string {
+	m := map[string]string{}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return m
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m
+}
