@@ -9,8 +9,8 @@
 #   <key>/manifest.json   package versions, agent digest, tree digest
 #   current -> <key>      what the worker uses by default
 # The slow part (mmdebstrap) is cached as a tarball keyed by a digest of its
-# inputs (packages.txt, sources.list, the mmdebstrap arguments) in
-# RENDERBOX_CACHE_DIR.
+# inputs (packages.txt, sources.list, the mmdebstrap arguments) and of the
+# archives' state (their InRelease files) in RENDERBOX_CACHE_DIR.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,15 +28,40 @@ packages=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/packages.txt" | tr -s 
 base_args=(--variant=essential --format=tar --aptopt='Acquire::Retries "3"'
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*'
   --dpkgopt='path-exclude=/usr/share/info/*')
-base_key=$( (cat "$here/packages.txt" "$here/sources.list"; printf '%s\n' "${base_args[@]}") | sha256sum | cut -c1-16)
+static_key=$( (cat "$here/packages.txt" "$here/sources.list"; printf '%s\n' "${base_args[@]}") | sha256sum | cut -c1-16)
+# The archives' state is part of the key too: when Debian publishes an
+# update (the security archive does, often), the suites' InRelease files
+# change and the base is built again, so a security fix to Chromium,
+# poppler, LibreOffice or librsvg reaches the next `make rootfs`. Offline,
+# the newest base built from the same inputs is used, and said so.
+archive_state() {
+  local line url suite
+  while read -r line; do
+    # shellcheck disable=SC2086 # a sources.list line is words
+    set -- $line
+    [ "${1:-}" = deb ] || continue
+    url=$2 suite=$3
+    curl -fsS --max-time 20 "$url/dists/$suite/InRelease" | sha256sum | cut -c1-16 || return 1
+  done < "$here/sources.list"
+}
+mkdir -p "$cache" "$out"
+if state=$(archive_state) && [ -n "$state" ]; then
+  base_key="$static_key-$(printf '%s\n' "$state" | sha256sum | cut -c1-8)"
+else
+  newest=$(ls -1t "$cache"/rootfs-base-"$static_key"-*.tar 2>/dev/null | head -1 || true)
+  [ -n "$newest" ] || die "cannot read the Debian archives' state (InRelease) and no base was built before"
+  base_key=$(basename "$newest" .tar | sed 's/^rootfs-base-//')
+  echo "rootfs: the archives cannot be reached; using the newest base built before ($base_key)" >&2
+fi
 base_tar="$cache/rootfs-base-$base_key.tar"
 
-mkdir -p "$cache" "$out"
 if [ ! -s "$base_tar" ]; then
   echo "rootfs: building base $base_key with mmdebstrap (packages: $packages)"
   mapfile -t sources < <(grep -v '^#' "$here/sources.list" | sed '/^$/d')
   mmdebstrap "${base_args[@]}" --include="$packages" bookworm "$base_tar.tmp" "${sources[@]}"
   mv "$base_tar.tmp" "$base_tar"
+  # Two bases are plenty: the one in use and the one before.
+  ls -1t "$cache"/rootfs-base-*.tar 2>/dev/null | tail -n +3 | xargs -r rm -f
 else
   echo "rootfs: base $base_key cached at $base_tar"
 fi
@@ -81,7 +106,8 @@ else
   # noNewPrivileges were ever lost.
   find "$work/rootfs" -xdev -type f -perm /6000 -exec chmod ug-s {} +
   dpkg-query --admindir="$work/rootfs/var/lib/dpkg" -W -f='${Package}\t${Version}\n' > "$work/packages.tsv"
-  "$tmpbin/worker" rootfs seal --packages "$work/packages.tsv" --inputs "$base_key" "$work"
+  "$tmpbin/worker" rootfs seal --packages "$work/packages.tsv" --inputs "$base_key" \
+    --packages-at "$(date -u -r "$base_tar" +%Y-%m-%dT%H:%M:%SZ)" "$work"
   rm -f "$work/packages.tsv"
   rm -rf "$dest"
   mv "$work" "$dest"

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -196,6 +197,8 @@ func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
 	}
 	setup := []command{
 		{"Fetch.enable", map[string]any{"patterns": []map[string]any{{"urlPattern": "*"}}}},
+		// Every target the page starts, intercepted too (interceptAll).
+		{"Target.setAutoAttach", map[string]any{"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}},
 		{"Page.enable", nil},
 		{"Inspector.enable", nil}, // for targetCrashed
 	}
@@ -234,6 +237,13 @@ func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
 		return c.failure()
 	}
 	c.mark("page loaded")
+	// Targets the page started (workers) run before it is printed.
+	attached := make(chan struct{})
+	go func() { c.attaching.Wait(); close(attached) }()
+	select {
+	case <-attached:
+	case <-time.After(attachWait):
+	}
 	if b.JavaScript {
 		// Web fonts and late layout settle before printing.
 		_ = c.call(s, "Runtime.evaluate", map[string]any{
@@ -252,6 +262,12 @@ func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
 		return err
 	}
 	c.mark("printed")
+	c.mu.Lock()
+	err = c.attachErr
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	return os.WriteFile(filepath.Join(wire.OutputDir, b.Output), data, 0o600)
 }
 
@@ -314,10 +330,15 @@ type cdp struct {
 	pending map[int]chan message
 	waiters map[string]chan struct{}
 	onPause func(message)
-	mark    func(string)
-	blocked []string
-	done    chan struct{}
-	err     error
+	// attachErr is a target that could not be intercepted (attached).
+	attachErr error
+	// attaching counts targets being attached; the page is printed once
+	// they are running (or after attachWait).
+	attaching sync.WaitGroup
+	mark      func(string)
+	blocked   []string
+	done      chan struct{}
+	err       error
 }
 
 type message struct {
@@ -360,6 +381,12 @@ func (c *cdp) read(r io.Reader) {
 			}
 		} else if m.Method == "Fetch.requestPaused" && c.onPause != nil {
 			go c.onPause(m)
+		} else if m.Method == "Target.attachedToTarget" && c.onPause != nil {
+			c.attaching.Add(1)
+			go func() {
+				defer c.attaching.Done()
+				c.attached(m)
+			}()
 		} else if ch, ok := c.waiters[m.SessionID+" "+m.Method]; ok {
 			delete(c.waiters, m.SessionID+" "+m.Method)
 			close(ch)
@@ -465,6 +492,55 @@ func (c *cdp) intercept(session string, page []byte) {
 		c.mu.Unlock()
 		_ = c.call(m.SessionID, "Fetch.failRequest", map[string]any{"requestId": p.RequestID, "errorReason": "AccessDenied"}, nil)
 	}
+}
+
+// attachWait bounds how long a page's print waits for the targets it
+// started to be attached.
+const attachWait = 2 * time.Second
+
+// interceptAll makes every target the page starts (workers, out-of-process
+// frames, service workers, and theirs in turn) attach paused, with its
+// requests intercepted like the page's before it runs: without it they
+// would fetch past the interception, held back only by the sandbox's empty
+// network.
+func (c *cdp) interceptAll(session string) error {
+	return c.call(session, "Target.setAutoAttach", map[string]any{
+		"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true,
+	}, nil)
+}
+
+// attached intercepts a newly attached target's requests, then lets it run.
+func (c *cdp) attached(m message) {
+	var p struct {
+		SessionID  string `json:"sessionId"`
+		TargetInfo struct {
+			Type string `json:"type"`
+			URL  string `json:"url"`
+		} `json:"targetInfo"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil || p.SessionID == "" {
+		return
+	}
+	err := c.call(p.SessionID, "Fetch.enable", map[string]any{"patterns": []map[string]any{{"urlPattern": "*"}}}, nil)
+	how := "intercepting"
+	if err != nil && p.TargetInfo.Type == "worker" && strings.Contains(err.Error(), "(-32601)") {
+		// A dedicated worker has no Fetch domain of its own: its
+		// requests are its page's, paused by the page's interception.
+		err, how = nil, "the page intercepting"
+	}
+	if err == nil {
+		err = c.interceptAll(p.SessionID)
+	}
+	if err != nil {
+		// Not intercepted: it stays paused, never runs, and the job
+		// fails (drive).
+		c.mu.Lock()
+		c.attachErr = fmt.Errorf("a %s the page started could not be intercepted: %w", p.TargetInfo.Type, err)
+		c.mu.Unlock()
+		return
+	}
+	c.mark(how + " a " + p.TargetInfo.Type + " target")
+	_ = c.call(p.SessionID, "Runtime.runIfWaitingForDebugger", nil, nil)
 }
 
 // blockedURLs returns the requests refused so far.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -104,6 +105,9 @@ func preflightAs(ctx context.Context, c Config, log *slog.Logger, out *os.File, 
 	if err := step("rootfs digest", err, detail); err != nil {
 		return nil, err
 	}
+	if err := rootfsAge(out, log, man, c.RootfsMaxAge, time.Now()); err != nil {
+		return nil, err
+	}
 	_, err = m.Lock()
 	var busy *sandbox.BusyError
 	if errors.As(err, &busy) && !serving {
@@ -132,6 +136,29 @@ func preflightAs(ctx context.Context, c Config, log *slog.Logger, out *os.File, 
 		return nil, fmt.Errorf("refusing to start: self-test: %d isolation properties failed (first: %s: %s)", len(f), f[0].Name, f[0].Detail)
 	}
 	return m, nil
+}
+
+// rootfsWarnAge is when a rootfs's packages are old enough to say so:
+// Debian's security archive moves faster than that.
+const rootfsWarnAge = 7 * 24 * time.Hour
+
+// rootfsAge warns about a rootfs whose packages are over rootfsWarnAge old
+// and refuses one over maxAge (when set): security updates to the
+// renderers reach a host only with a new build (make rootfs).
+func rootfsAge(out io.Writer, log *slog.Logger, man *rootfs.Manifest, maxAge time.Duration, now time.Time) error {
+	age := man.Age(now)
+	days := fmt.Sprintf("packages fetched %.1f days ago", age.Hours()/24)
+	switch {
+	case maxAge > 0 && age > maxAge:
+		fmt.Fprintf(out, "FAIL  %-16s %s, over -rootfs-max-age %s: rebuild it (make rootfs) and restart\n", "rootfs age", days, maxAge)
+		return fmt.Errorf("refusing to start: rootfs age: %s, over -rootfs-max-age %s", days, maxAge)
+	case age > rootfsWarnAge:
+		fmt.Fprintf(out, "WARN  %-16s %s: security updates since then are not in it (make rootfs)\n", "rootfs age", days)
+		log.Warn("the rootfs is old", "age_days", age.Hours()/24)
+	default:
+		fmt.Fprintf(out, "PASS  %-16s %s\n", "rootfs age", days)
+	}
+	return nil
 }
 
 func printChecks(out *os.File, checks []sandbox.Check) {
@@ -250,13 +277,19 @@ func cmdRender(ctx context.Context, args []string) error {
 			"create": res.Timings.Create.String(), "start": res.Timings.Start.String(),
 			"render": res.Timings.Render.String(), "teardown": res.Timings.Teardown.String(),
 		}}
+	var outs []render.Output
+	if runErr == nil {
+		if outs, runErr = r.AcceptOutputs(res.Response.Files); runErr != nil {
+			sum.Outcome = sandbox.RenderFailed
+		}
+	}
 	if runErr == nil {
 		if err := os.MkdirAll(outDir, 0o755); err != nil {
 			return err
 		}
-		for _, f := range res.Response.Files {
-			p := filepath.Join(outDir, r.OutputName(f.Name))
-			if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+		for _, o := range outs {
+			p := filepath.Join(outDir, o.Name)
+			if err := os.WriteFile(p, o.Data, 0o644); err != nil {
 				return err
 			}
 			sum.Outputs = append(sum.Outputs, p)
@@ -280,6 +313,7 @@ func cmdRootfs(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("worker rootfs "+args[0], flag.ContinueOnError)
 	pkgs := fs.String("packages", "", "seal: dpkg-query output (name<TAB>version per line)")
 	inputs := fs.String("inputs", "", "seal: digest of the build inputs")
+	packagesAt := fs.String("packages-at", "", "seal: when the packages were fetched (RFC 3339; default now)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -300,7 +334,14 @@ func cmdRootfs(ctx context.Context, args []string) error {
 				return err
 			}
 		}
-		m, err := rootfs.Seal(tree, *inputs, packages)
+		at := time.Now()
+		if *packagesAt != "" {
+			var err error
+			if at, err = time.Parse(time.RFC3339, *packagesAt); err != nil {
+				return fmt.Errorf("rootfs seal: -packages-at: %w", err)
+			}
+		}
+		m, err := rootfs.Seal(tree, *inputs, packages, at)
 		if err != nil {
 			return err
 		}

@@ -34,6 +34,9 @@ type Config struct {
 	// LogLevel is debug, info, warn or error. Default info. Env
 	// RENDERBOX_LOG_LEVEL.
 	LogLevel string
+	// RootfsMaxAge refuses a rootfs whose packages are older; 0 (the
+	// default) only warns past a week. Env RENDERBOX_ROOTFS_MAX_AGE.
+	RootfsMaxAge time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -84,6 +87,8 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.Rootfs, "rootfs", env("ROOTFS"), "built rootfs tree (default /var/lib/renderbox/rootfs/current)")
 	fs.StringVar(&c.CgroupParent, "cgroup-parent", env("CGROUP_PARENT"), "cgroup holding this worker's sandboxes (default renderbox)")
 	fs.StringVar(&c.LogLevel, "log-level", env("LOG_LEVEL"), "debug, info, warn or error (default info)")
+	maxAge, _ := time.ParseDuration(env("ROOTFS_MAX_AGE"))
+	fs.DurationVar(&c.RootfsMaxAge, "rootfs-max-age", maxAge, "refuse a rootfs whose packages are older than this (0: only warn past 7 days)")
 }
 
 func (c Config) logger() *slog.Logger {

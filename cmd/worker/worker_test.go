@@ -116,7 +116,7 @@ func TestRefusesToStartWithATamperedRootfs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := rootfs.Seal(tree, "test", nil); err != nil {
+	if _, err := rootfs.Seal(tree, "test", nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rootfs.Verify(tree); err != nil {
@@ -143,6 +143,36 @@ func TestRefusesToStartWithATamperedRootfs(t *testing.T) {
 	}
 	if _, err := rootfs.Verify(tree); err == nil {
 		t.Error("a setuid bit added to the tree went unnoticed")
+	}
+}
+
+// A rootfs whose packages are over a week old is named at start; past the
+// operator's -rootfs-max-age the worker refuses it.
+func TestOldRootfsIsWarnedThenRefused(t *testing.T) {
+	t.Parallel()
+	tree := t.TempDir()
+	agent, err := os.ReadFile(filepath.Join(testenv.RootfsDir(t), rootfs.AgentPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(rootfs.Dir(tree), rootfs.AgentPath)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, agent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rootfs.Seal(tree, "test", nil, time.Now().Add(-10*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	// Warned (the tiny tree then fails its self-test: not what this is about).
+	out, _ := worker(t, append([]string{"check", "-rootfs", tree}, isolated(t)...)...)
+	if !strings.Contains(out, "WARN  rootfs age") || !strings.Contains(out, "10.0 days ago") {
+		t.Errorf("no warning for a 10-day-old rootfs:\n%s", out)
+	}
+	out, err = worker(t, append([]string{"check", "-rootfs", tree, "-rootfs-max-age", "168h"}, isolated(t)...)...)
+	if err == nil || !strings.Contains(out, "FAIL  rootfs age") || strings.Contains(out, "self-test") {
+		t.Errorf("a 10-day-old rootfs past -rootfs-max-age 168h: %v\n%s", err, out)
 	}
 }
 

@@ -250,7 +250,7 @@ func TestJobsEndToEnd(t *testing.T) {
 		var spinners []string
 		for i := 0; i < 2; i++ {
 			b, _ := json.Marshal(map[string]any{"renderer": "html-pdf", "input_base64": base64.StdEncoding.EncodeToString(spin),
-				"limits": map[string]any{"timeout_seconds": 40}})
+				"options": map[string]any{"javascript": true}, "limits": map[string]any{"timeout_seconds": 40}})
 			r := c.do("POST", "/v1/jobs", dave, "application/json", b, nil)
 			var j jobJSON
 			r.json(t, &j)

@@ -90,6 +90,9 @@ func loadCorpus(t *testing.T, env corpusEnv) []hostileCase {
 		}
 		hc := hostileCase{name: c.File + " → " + c.Renderer, renderer: c.Renderer, input: []byte(expand(c.File, string(data))),
 			options: c.Options, limits: c.Limits, want: c.Want}
+		if c.Options != nil {
+			hc.name += fmt.Sprintf(" %v", c.Options)
+		}
 		for _, s := range c.NoLeak {
 			hc.noLeak = append(hc.noLeak, expand(c.File, s))
 		}

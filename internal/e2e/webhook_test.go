@@ -80,9 +80,13 @@ type webhookJSON struct {
 	LastError  string `json:"last_error"`
 }
 
-func submitWithCallback(t *testing.T, c *client, key, renderer string, input []byte, callback string) (*response, jobJSON) {
+func submitWithCallback(t *testing.T, c *client, key, renderer string, input []byte, callback string, options ...map[string]any) (*response, jobJSON) {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"renderer": renderer, "input_base64": base64.StdEncoding.EncodeToString(input), "callback_url": callback})
+	body := map[string]any{"renderer": renderer, "input_base64": base64.StdEncoding.EncodeToString(input), "callback_url": callback}
+	if len(options) > 0 {
+		body["options"] = options[0]
+	}
+	b, _ := json.Marshal(body)
 	r := c.do("POST", "/v1/jobs", key, "application/json", b, nil)
 	var j jobJSON
 	if r.Status < 300 {
@@ -165,7 +169,7 @@ func TestWebhooks(t *testing.T) {
 		bad := append([]byte("%PDF-1.4\n"), make([]byte, 64)...)
 		_, failed := submitWithCallback(t, c, alice, "pdf-png", bad, rcv.answer("/failed"))
 		spin := []byte(`<!DOCTYPE html><html><body><script>for(;;){}</script></body></html>`)
-		_, spinner := submitWithCallback(t, c, alice, "html-pdf", spin, rcv.answer("/canceled"))
+		_, spinner := submitWithCallback(t, c, alice, "html-pdf", spin, rcv.answer("/canceled"), map[string]any{"javascript": true})
 		if r := c.do("DELETE", "/v1/jobs/"+spinner.ID, alice, "", nil, nil); r.Status != 200 {
 			t.Fatalf("cancel: %d %s", r.Status, r.Body)
 		}

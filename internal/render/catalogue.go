@@ -77,7 +77,7 @@ func pdfSchema(withJS bool) []Option {
 	if withJS {
 		o = append(o,
 			enumOpt("media", "Emulated CSS media type.", "print", "print", "screen"),
-			boolOpt("javascript", "Run the page's JavaScript.", true))
+			boolOpt("javascript", "Run the page's JavaScript (off unless asked for: a page's scripts are the largest attack surface Chromium has).", false))
 	}
 	return o
 }
@@ -120,8 +120,11 @@ var markdownSchema = []Option{
 	boolOpt("hardbreaks", "Treat newlines inside paragraphs as line breaks.", false),
 }
 
+// svgLinks is the rootfs's script that drops unsafe links from an SVG.
+const svgLinks = "/usr/local/lib/renderbox/svg-links.py"
+
 // pageRe matches pdftoppm's zero-padded page numbers.
-var pageRe = regexp.MustCompile(`^page-0*(\d+)\.(png|jpg)$`)
+var pageRe = regexp.MustCompile(`^page-0*([1-9][0-9]{0,5})\.(png|jpg)$`)
 
 var colorPattern = `#[0-9a-fA-F]{6}([0-9a-fA-F]{2})?`
 
@@ -176,7 +179,7 @@ var catalogue = map[string]*Renderer{
 			boolOpt("full_page", "Capture the whole page, not just the viewport.", false),
 			numOpt("device_scale_factor", "Device pixels per CSS pixel.", 1, 0.5, 3),
 			enumOpt("media", "Emulated CSS media type.", "screen", "print", "screen"),
-			boolOpt("javascript", "Run the page's JavaScript.", true),
+			boolOpt("javascript", "Run the page's JavaScript (off unless asked for: a page's scripts are the largest attack surface Chromium has).", false),
 		},
 		Limits: chromiumLimits,
 		build: func(in inputFile, v Values, l Limits) (wire.Request, error) {
@@ -251,12 +254,6 @@ var catalogue = map[string]*Renderer{
 			}
 			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: append(argv, in.Path, wire.OutputDir+"/page")}}}, nil
 		},
-		rename: func(n string) string {
-			if m := pageRe.FindStringSubmatch(n); m != nil {
-				return "page-" + m[1] + "." + m[2]
-			}
-			return n
-		},
 	},
 	"svg-png": {
 		Name:          "svg-png",
@@ -300,9 +297,14 @@ var catalogue = map[string]*Renderer{
 		Options:       []Option{enumOpt("layout", "Layout engine.", "dot", layouts...)},
 		Limits:        sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
 		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
-			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: []string{
-				"/usr/bin/dot", "-K" + v.String("layout"), "-Tsvg", "-o", wire.OutputDir + "/output.svg", in.Path,
-			}}}}, nil
+			// Links whose target is not http(s), mailto or a fragment
+			// (URL="javascript:…") are dropped from the SVG, in the
+			// sandbox, before it is an output.
+			graph := wire.WorkDir + "/graph.svg"
+			return wire.Request{Env: plainEnv, Steps: []wire.Step{
+				{Argv: []string{"/usr/bin/dot", "-K" + v.String("layout"), "-Tsvg", "-o", graph, in.Path}},
+				{Argv: []string{"/usr/bin/python3", "-I", svgLinks, graph, wire.OutputDir + "/output.svg"}},
+			}}, nil
 		},
 	},
 	"dot-png": {
@@ -381,12 +383,6 @@ var catalogue = map[string]*Renderer{
 				Env:    officeEnv,
 				Office: &wire.Office{Input: in.Path, OutDir: wire.OutputDir, Format: wire.OfficePDF},
 			}, nil
-		},
-		rename: func(n string) string {
-			if n == "input.pdf" {
-				return "output.pdf"
-			}
-			return n
 		},
 	},
 }

@@ -60,9 +60,14 @@ func renderOK(t *testing.T, m *sandbox.Manager, name string, input []byte, opts 
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
+	// Every renderer test checks its outputs as the worker does.
+	accepted, err := r.AcceptOutputs(res.Response.Files)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
 	out := map[string][]byte{}
-	for _, f := range res.Response.Files {
-		out[r.OutputName(f.Name)] = f.Data
+	for _, o := range accepted {
+		out[o.Name] = o.Data
 	}
 	return out, &res.Response.Result
 }

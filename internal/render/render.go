@@ -51,8 +51,6 @@ type Renderer struct {
 
 	// build makes the sandbox request from validated options.
 	build func(in inputFile, v Values, l Limits) (wire.Request, error)
-	// rename maps an output file name to the published one.
-	rename func(string) string
 	// check inspects the input's headers further (e.g. image dimensions).
 	check func(input []byte, l Limits) error
 }
@@ -239,33 +237,4 @@ func (r *Renderer) PrepareJSON(input []byte, options, limits json.RawMessage) (*
 		return nil, err
 	}
 	return r.Prepare(input, opts, lim)
-}
-
-// OutputName maps an output file name to the one published for it.
-func (r *Renderer) OutputName(name string) string {
-	if r.rename == nil {
-		return name
-	}
-	return r.rename(name)
-}
-
-// OutputType returns the media type of an output file by its extension.
-func OutputType(name string) string {
-	switch path.Ext(name) {
-	case ".pdf":
-		return TypePDF
-	case ".png":
-		return TypePNG
-	case ".jpg", ".jpeg":
-		return TypeJPEG
-	case ".webp":
-		return TypeWebP
-	case ".svg":
-		return TypeSVG
-	case ".html":
-		return "text/html; charset=utf-8"
-	case ".json":
-		return TypeJSON
-	}
-	return TypeUnknown
 }

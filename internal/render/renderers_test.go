@@ -7,9 +7,12 @@ package render_test
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"image"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,7 +52,7 @@ func TestHTMLPageReadsOnlyItsOwnInput(t *testing.T) {
 <script>fetch("http://%[1]s/fetch").catch(()=>{}); var x = new XMLHttpRequest();
 try { x.open("GET", "file:///etc/passwd", false); x.send(); document.body.append(x.responseText) } catch (e) {}</script>
 </body></html>`, canary.Addr()))
-	out, res := renderOK(t, m, "html-pdf", page, nil)
+	out, res := renderOK(t, m, "html-pdf", page, map[string]any{"javascript": true})
 	text := pdfText(t, m, out["output.pdf"])
 	if !strings.Contains(text, "visible text") {
 		t.Errorf("the page's own text is missing: %q", text)
@@ -64,6 +67,58 @@ try { x.open("GET", "file:///etc/passwd", false); x.send(); document.body.append
 	for _, want := range []string{canary.Addr() + "/img", "https://example.com/x.css"} {
 		if !strings.Contains(blocked, want) {
 			t.Errorf("blocked requests %v do not include %s", res.Blocked, want)
+		}
+	}
+}
+
+// A worker the page starts is attached and intercepted before it runs: its
+// request is refused by the agent and listed, not merely lost in the empty
+// network namespace.
+func TestHTMLWorkersAreIntercepted(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	canary := testenv.Canary(t, "127.0.0.1:0")
+	// The worker starts from the head; a long table keeps the parser (not
+	// a script) busy meanwhile, so the worker's target is reported before
+	// the page has loaded.
+	page := []byte(fmt.Sprintf(`<!DOCTYPE html><html><head><script>
+new Worker("data:text/javascript,fetch('http://%[1]s/from-worker').catch(()=>{})");
+</script></head><body><p>worker page</p><table>%[2]s</table></body></html>`,
+		canary.Addr(), strings.Repeat("<tr><td>cell</td><td>cell</td></tr>", 3000)))
+	// The worker runs on after the page is printed; on a busy host its
+	// request may come too late to be listed, so up to three tries. A
+	// request that escaped the interception would never be listed: no try
+	// could pass.
+	for try := 1; ; try++ {
+		_, res := renderOK(t, m, "html-pdf", page, map[string]any{"javascript": true})
+		if canary.Hits() != 0 {
+			t.Fatalf("the host canary got %d connections", canary.Hits())
+		}
+		if !strings.Contains(res.StderrTail, "intercepting a worker target") {
+			t.Fatalf("the worker was not attached and intercepted; agent's log:\n%s", res.StderrTail)
+		}
+		if strings.Contains(strings.Join(res.Blocked, " "), canary.Addr()+"/from-worker") {
+			break
+		}
+		if try == 3 {
+			t.Fatalf("blocked requests %v do not include the worker's", res.Blocked)
+		}
+	}
+}
+
+// JavaScript is off unless the job asks for it.
+func TestHTMLJavaScriptIsOffByDefault(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	page := []byte(`<!DOCTYPE html><html><body><p>static</p><script>document.body.append("SCRIPT RAN")</script></body></html>`)
+	for _, tc := range []struct {
+		opts map[string]any
+		ran  bool
+	}{{nil, false}, {map[string]any{"javascript": true}, true}} {
+		out, _ := renderOK(t, m, "html-pdf", page, tc.opts)
+		text := pdfText(t, m, out["output.pdf"])
+		if !strings.Contains(text, "static") || strings.Contains(text, "SCRIPT RAN") != tc.ran {
+			t.Errorf("options %v: text %q, want the script to have run: %v", tc.opts, text, tc.ran)
 		}
 	}
 }
@@ -220,6 +275,30 @@ func TestDOTToSVGAndPNG(t *testing.T) {
 	}
 }
 
+// Graphviz copies URL attributes into the SVG as written; only http(s),
+// mailto and fragment links survive.
+func TestDOTSVGDropsUnsafeLinks(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	dot := []byte(`digraph g {
+  a [URL="javascript:alert(document.domain)"];
+  b [href="  JaVaScRiPt:alert(1)"];
+  c [URL="data:text/html,<script>alert(1)</script>"];
+  d [URL="https://example.com/ok"];
+  a -> b -> c -> d;
+}`)
+	out, _ := renderOK(t, m, "dot-svg", dot, nil)
+	svg := strings.ToLower(string(out["output.svg"]))
+	for _, bad := range []string{"javascript:", "data:text"} {
+		if strings.Contains(svg, bad) {
+			t.Errorf("output.svg still links %q:\n%s", bad, svg)
+		}
+	}
+	if !strings.Contains(svg, `xlink:href="https://example.com/ok"`) {
+		t.Errorf("output.svg lost the https link:\n%s", svg)
+	}
+}
+
 func TestImageThumbnail(t *testing.T) {
 	t.Parallel()
 	m := testenv.Manager(t, sandbox.Config{})
@@ -325,4 +404,61 @@ func TestHTMLPageRangesBeyondTheDocument(t *testing.T) {
 		t.Fatalf("page_ranges 3-5 of one page: %v; want render_failed with Chromium's message", err)
 	}
 	t.Logf("%s: %s", e.Outcome, e.Msg)
+}
+
+// The rootfs ships LibreOffice's settings for hostile documents where every
+// soffice reads them (share/registry), finalized: macros never run, links
+// are never updated on load.
+func TestOfficeSettingsShipInTheRootfs(t *testing.T) {
+	t.Parallel()
+	root := testenv.RootfsDir(t)
+	reg, err := os.Readlink(filepath.Join(root, "usr/lib/libreoffice/share/registry"))
+	if err != nil || reg != "/etc/libreoffice/registry" {
+		t.Fatalf("share/registry -> %q (%v); the settings would not be read", reg, err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "etc/libreoffice/registry/renderbox.xcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components []struct {
+			Name  string `xml:"name,attr"`
+			Nodes []struct {
+				Name  string `xml:"name,attr"`
+				Nodes []struct {
+					Name  string `xml:"name,attr"`
+					Props []struct {
+						Name      string `xml:"name,attr"`
+						Finalized string `xml:"finalized,attr"`
+						Value     string `xml:"value"`
+					} `xml:"prop"`
+				} `xml:"node"`
+			} `xml:"node"`
+		} `xml:"component-data"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range doc.Components {
+		for _, n := range c.Nodes {
+			for _, m := range n.Nodes {
+				for _, p := range m.Props {
+					if p.Finalized == "true" {
+						got[c.Name+"/"+n.Name+"/"+m.Name+"/"+p.Name] = p.Value
+					}
+				}
+			}
+		}
+	}
+	for k, v := range map[string]string{
+		"Common/Security/Scripting/DisableMacrosExecution": "true",
+		"Common/Security/Scripting/MacroSecurityLevel":     "3",
+		"Writer/Content/Update/Link":                       "0", // never
+		"Calc/Content/Update/Link":                         "1", // never
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %q (finalized), want %q", k, got[k], v)
+		}
+	}
 }

@@ -34,8 +34,12 @@ type Manifest struct {
 	Format int `json:"format"`
 	// Inputs is the digest of the build inputs (package list, sources,
 	// build script) the base was built from.
-	Inputs      string            `json:"inputs"`
-	Created     time.Time         `json:"created"`
+	Inputs  string    `json:"inputs"`
+	Created time.Time `json:"created"`
+	// PackagesAt is when the packages were fetched from Debian (the base's
+	// build); a tree assembled today from an old base is as old as it.
+	// Zero in manifests from before it was recorded: Created stands in.
+	PackagesAt  time.Time         `json:"packages_at,omitzero"`
 	Packages    map[string]string `json:"packages"`
 	AgentSHA256 string            `json:"agent_sha256"`
 	TreeSHA256  string            `json:"tree_sha256"`
@@ -50,7 +54,7 @@ var ErrTampered = errors.New("rootfs does not match its manifest")
 func Dir(tree string) string { return filepath.Join(tree, "rootfs") }
 
 // Seal computes the digest of tree's rootfs/ and writes its manifest.
-func Seal(tree, inputs string, packages map[string]string) (*Manifest, error) {
+func Seal(tree, inputs string, packages map[string]string, packagesAt time.Time) (*Manifest, error) {
 	d, err := Digest(Dir(tree))
 	if err != nil {
 		return nil, err
@@ -60,7 +64,7 @@ func Seal(tree, inputs string, packages map[string]string) (*Manifest, error) {
 		return nil, fmt.Errorf("sealing rootfs: the agent is missing: %w", err)
 	}
 	m := &Manifest{
-		Format: 1, Inputs: inputs, Created: time.Now().UTC(), Packages: packages,
+		Format: 1, Inputs: inputs, Created: time.Now().UTC(), PackagesAt: packagesAt.UTC(), Packages: packages,
 		AgentSHA256: agent, TreeSHA256: d.SHA256, Files: d.Files, Bytes: d.Bytes,
 	}
 	b, err := json.MarshalIndent(m, "", "  ")
@@ -68,6 +72,15 @@ func Seal(tree, inputs string, packages map[string]string) (*Manifest, error) {
 		return nil, err
 	}
 	return m, os.WriteFile(filepath.Join(tree, ManifestName), append(b, '\n'), 0o644)
+}
+
+// Age is how old the tree's packages are at now.
+func (m *Manifest) Age(now time.Time) time.Duration {
+	at := m.PackagesAt
+	if at.IsZero() {
+		at = m.Created
+	}
+	return now.Sub(at)
 }
 
 // ReadManifest reads tree's manifest.

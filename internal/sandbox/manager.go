@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/renderbox/renderbox/internal/wire"
 )
@@ -402,14 +403,23 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 			Err: fmt.Errorf("%w (exit status %d, stderr: %s)", ex.err, res.ExitStatus, tailOf(sb.Stderr(), 1024))}
 	}
 	res.Response = ex.resp
-	r := ex.resp.Result
+	r := &ex.resp.Result
+	// The sandbox's words are capped before anything keeps them (the
+	// ledger, webhooks, logs): the agent caps them, a subverted one would
+	// not.
+	r.Error = headOf(r.Error, maxErrorText)
+	r.StderrTail = tailOf(r.StderrTail, maxStderrText)
 	switch {
 	case r.OutputLimit:
 		return &Error{Outcome: OutputLimit, Msg: r.Error}
-	case r.Signal == int(syscall.SIGKILL) || c.OOMKills > 0:
-		// Nobody inside sends SIGKILL but gVisor's own OOM killer.
+	case c.OOMKills > 0:
+		// Only the memory cgroup's own count says the limit killed it.
 		return &Error{Outcome: MemoryLimit, Stderr: r.StderrTail,
 			Msg: fmt.Sprintf("the renderer was killed at %d MiB resident; the sandbox limit is %d MiB", r.MaxRSSKiB>>10, lim.MemoryBytes>>20)}
+	case r.Signal == int(syscall.SIGKILL):
+		// A SIGKILL the cgroup did not count: the renderer's own doing.
+		return &Error{Outcome: RenderFailed, Stderr: r.StderrTail,
+			Msg: fmt.Sprintf("the renderer was killed (SIGKILL) at %d MiB resident, not by the memory limit: %s", r.MaxRSSKiB>>10, tailOf(r.StderrTail, 512))}
 	case r.Signal != 0:
 		return &Error{Outcome: RenderFailed, Stderr: r.StderrTail,
 			Msg: fmt.Sprintf("the renderer died of signal %d: %s", r.Signal, tailOf(r.StderrTail, 512))}
@@ -420,6 +430,25 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 		return &Error{Outcome: RenderFailed, Stderr: r.StderrTail, Msg: r.Error}
 	}
 	return nil
+}
+
+// maxErrorText and maxStderrText cap what a sandbox says of a failure.
+const (
+	maxErrorText  = 2048
+	maxStderrText = 8192
+)
+
+// headOf is s cut to at most n bytes, on a rune boundary, marked "…" when
+// cut.
+func headOf(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
 }
 
 func tailOf(s string, n int) string {

@@ -202,6 +202,18 @@ func TestMemoryHog(t *testing.T) {
 	wantOutcome(t, err, sandbox.MemoryLimit)
 }
 
+// A renderer that kills itself is not a memory hog: memory_limit comes only
+// from the memory cgroup's OOM count.
+func TestSelfKillIsNotMemoryLimit(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	_, err := m.Run(context.Background(), shJob("kill -KILL $$", sandbox.Limits{}))
+	e := wantOutcome(t, err, sandbox.RenderFailed)
+	if !strings.Contains(e.Msg, "SIGKILL") || !strings.Contains(e.Msg, "not by the memory limit") {
+		t.Errorf("message %q, want it to say SIGKILL and not the memory limit", e.Msg)
+	}
+}
+
 func TestForkBombIsContained(t *testing.T) {
 	t.Parallel()
 	m := testenv.Manager(t, sandbox.Config{})

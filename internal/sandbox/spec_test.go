@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -247,5 +248,19 @@ func TestHugePagesRule(t *testing.T) {
 	}
 	if _, err := selectedTHP("defrag", []byte("madvise")); err == nil {
 		t.Error("a file with no selected value parsed")
+	}
+}
+
+func TestSandboxWordsAreCapped(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", maxErrorText)
+	if h := headOf(long, maxErrorText); len(h) > maxErrorText+len("…") || !strings.HasSuffix(h, "…") || !utf8.ValidString(h) {
+		t.Errorf("headOf: %d bytes, valid %v", len(h), utf8.ValidString(h))
+	}
+	if h := headOf("short", maxErrorText); h != "short" {
+		t.Errorf("headOf(short) = %q", h)
+	}
+	if tl := tailOf(strings.Repeat("x", 1<<20), maxStderrText); len(tl) > maxStderrText+len("…") {
+		t.Errorf("tailOf: %d bytes", len(tl))
 	}
 }

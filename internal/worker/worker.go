@@ -150,9 +150,17 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload,
 
 	switch {
 	case runErr == nil:
+		// Only files the renderer makes, each what it claims to be; a
+		// sandbox that returns anything else was subverted or is broken,
+		// and nothing of it is stored.
+		accepted, err := r.AcceptOutputs(res.Response.Files)
+		if err != nil {
+			log.Warn("outputs refused", "err", err)
+			return h.endIn(ctx, log, p, "failed", string(sandbox.RenderFailed), err.Error(), mode)
+		}
 		var outs []queue.Output
 		if err := h.withRedis(ctx, log, "storing the outputs", func(c context.Context) (err error) {
-			outs, err = h.storeOutputs(c, p.JobID, p.Retention, r, res)
+			outs, err = h.storeOutputs(c, p.JobID, p.Retention, accepted)
 			return err
 		}); err != nil {
 			return err
@@ -220,17 +228,17 @@ func tail(s string, n int) string {
 	return s
 }
 
-// storeOutputs stores the outputs for retention, the API's -retention
-// carried in the task (the queue's default for a task from an older API).
-func (h *Handler) storeOutputs(ctx context.Context, job string, retention time.Duration, r *render.Renderer, res *sandbox.Result) ([]queue.Output, error) {
+// storeOutputs stores the accepted outputs for retention, the API's
+// -retention carried in the task (the queue's default for a task from an
+// older API).
+func (h *Handler) storeOutputs(ctx context.Context, job string, retention time.Duration, accepted []render.Output) ([]queue.Output, error) {
 	var outs []queue.Output
-	for _, f := range res.Response.Files {
-		name := r.OutputName(f.Name)
-		if err := h.Queue.PutBlobFor(ctx, queue.OutputKey(job, name), f.Data, retention); err != nil {
+	for _, o := range accepted {
+		if err := h.Queue.PutBlobFor(ctx, queue.OutputKey(job, o.Name), o.Data, retention); err != nil {
 			return nil, err
 		}
-		sum := sha256.Sum256(f.Data)
-		outs = append(outs, queue.Output{Name: name, Size: int64(len(f.Data)), SHA256: hex.EncodeToString(sum[:]), MediaType: render.OutputType(name)})
+		sum := sha256.Sum256(o.Data)
+		outs = append(outs, queue.Output{Name: o.Name, Size: int64(len(o.Data)), SHA256: hex.EncodeToString(sum[:]), MediaType: o.MediaType})
 	}
 	return outs, nil
 }
