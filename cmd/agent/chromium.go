@@ -170,15 +170,17 @@ func browse(bw *wire.Browser, env []string, tail *tail, res *wire.Result) error 
 		// outcome; if it is alive and said why (a page range beyond the
 		// document), the SIGKILL is ours and says nothing: only its
 		// resource use is kept, and the error is the job's.
+		var ownKill bool
 		select {
 		case <-b.exited:
-			b.kill()
-			recordExit(b.cmd.ProcessState, res)
 		default:
-			b.kill()
-			var own wire.Result
-			recordExit(b.cmd.ProcessState, &own)
-			res.MaxRSSKiB = max(res.MaxRSSKiB, own.MaxRSSKiB)
+			ownKill = true
+		}
+		b.kill()
+		if !ownKill {
+			recordExit(b.cmd.ProcessState, res)
+		} else if ru, ok := b.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			res.MaxRSSKiB = max(res.MaxRSSKiB, ru.Maxrss)
 		}
 		return err
 	}
@@ -197,8 +199,6 @@ func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
 	}
 	setup := []command{
 		{"Fetch.enable", map[string]any{"patterns": []map[string]any{{"urlPattern": "*"}}}},
-		// Every target the page starts, intercepted too (interceptAll).
-		{"Target.setAutoAttach", map[string]any{"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}},
 		{"Page.enable", nil},
 		{"Inspector.enable", nil}, // for targetCrashed
 	}
@@ -215,6 +215,10 @@ func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
 		if err := c.call(s, st.method, st.params, nil); err != nil {
 			return err
 		}
+	}
+	// Every target the page starts, intercepted too.
+	if err := c.interceptAll(s); err != nil {
+		return err
 	}
 	loaded := c.await(s, "Page.loadEventFired")
 	// A page that exhausts its renderer's memory crashes it; say so now

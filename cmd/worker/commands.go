@@ -108,16 +108,12 @@ func preflightAs(ctx context.Context, c Config, log *slog.Logger, out *os.File, 
 	if err := rootfsAge(out, log, man, c.RootfsMaxAge, time.Now()); err != nil {
 		return nil, err
 	}
-	_, err = m.Lock()
-	var busy *sandbox.BusyError
-	if errors.As(err, &busy) && !serving {
+	own, busy, cleanup, err := c.lockOrPrivate(m, serving, log)
+	if busy != nil {
 		fmt.Fprintf(out, "SKIP  %-16s %v: its sandboxes are left alone; the self-test runs in a state dir of its own\n", "reap", busy)
-		private, cleanup, perr := c.privateManager(log)
-		if err := step("private state", perr, ""); err != nil {
+		if err := step("private state", err, ""); err != nil {
 			return nil, err
 		}
-		defer cleanup()
-		m = private
 	} else {
 		if err := step("state dir lock", err, c.StateDir); err != nil {
 			return nil, err
@@ -127,6 +123,8 @@ func preflightAs(ctx context.Context, c Config, log *slog.Logger, out *os.File, 
 			return nil, err
 		}
 	}
+	defer cleanup()
+	m = own
 	checks, err := m.SelfTest(ctx, pooled)
 	if err := step("self-test", err, ""); err != nil {
 		return nil, err
@@ -192,18 +190,11 @@ func cmdSelftest(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Beside a running worker: a state dir of its own (see preflightAs).
-	var busy *sandbox.BusyError
-	if _, err := m.Lock(); errors.As(err, &busy) {
-		private, cleanup, err := c.privateManager(c.logger())
-		if err != nil {
-			return err
-		}
-		defer cleanup()
-		m = private
-	} else if err != nil {
+	m, _, cleanup, err := c.lockOrPrivate(m, false, c.logger())
+	if err != nil {
 		return err
 	}
+	defer cleanup()
 	checks, err := m.SelfTest(ctx, true)
 	if err != nil {
 		return err

@@ -109,6 +109,22 @@ func (c Config) manager(log *slog.Logger) (*sandbox.Manager, error) {
 	})
 }
 
+// lockOrPrivate takes the state dir's lock for m and returns m. Beside a
+// running worker that holds it (busy) a caller that is not going to serve
+// gets instead a manager on a private state dir (privateManager), which
+// cleanup removes; one that is going to serve gets the *BusyError.
+func (c Config) lockOrPrivate(m *sandbox.Manager, serving bool, log *slog.Logger) (own *sandbox.Manager, busy *sandbox.BusyError, cleanup func(), err error) {
+	cleanup = func() {}
+	if _, err = m.Lock(); errors.As(err, &busy) && !serving {
+		own, cleanup, err = c.privateManager(log)
+		if err != nil {
+			cleanup = func() {}
+		}
+		return own, busy, cleanup, err
+	}
+	return m, nil, cleanup, err
+}
+
 // privateManager is a manager on a state dir and cgroup parent of its own,
 // beside c's (for checks run next to a worker that holds c's), holding its
 // lock; cleanup reaps and removes both.
