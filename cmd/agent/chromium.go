@@ -139,9 +139,9 @@ func (b *browser) matches(bw *wire.Browser, env []string) bool {
 // OutputDir/bw.Output: in the browser booted ahead of the job when there is
 // one and it matches, else in one launched now.
 func browse(bw *wire.Browser, env []string, tail *tail, res *wire.Result) error {
-	page, err := os.ReadFile(bw.Page)
+	st, err := loadSite(bw.Page, bw.Site, bw.PagePath)
 	if err != nil {
-		return fmt.Errorf("reading the page: %w", err)
+		return err
 	}
 	t0 := time.Now()
 	b := warmBrowser
@@ -161,9 +161,12 @@ func browse(bw *wire.Browser, env []string, tail *tail, res *wire.Result) error 
 		fmt.Fprintf(tail, "renderbox-agent: %s at %dms\n", what, time.Since(t0).Milliseconds())
 	}
 	b.c.mark("browser ready")
-	err = drive(b.c, b.session, bw, page)
+	err = drive(b.c, b.session, bw, st)
 	b.c.mark("done")
-	res.Blocked = b.c.blockedURLs()
+	res.Blocked, res.Missing, res.ConsoleErrors = b.c.report()
+	if err == nil {
+		err = pageErrors(bw, res)
+	}
 	if err != nil {
 		// How Chromium ended says why the job failed: if it died by
 		// itself (gVisor's OOM killer, a crash), its status is the
@@ -191,8 +194,21 @@ func browse(bw *wire.Browser, env []string, tail *tail, res *wire.Result) error 
 	return nil
 }
 
-func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
-	c.intercept(s, page)
+// pageErrors fails a job whose page asked for what it could not have, or
+// logged errors, when the request says to.
+func pageErrors(bw *wire.Browser, res *wire.Result) error {
+	if bw.FailOnResourceError && len(res.Blocked)+len(res.Missing) > 0 {
+		return fmt.Errorf("the page asked for resources it cannot have (fail_on_resource_error): %s",
+			strings.Join(append(append([]string{}, res.Missing...), res.Blocked...), ", "))
+	}
+	if bw.FailOnConsoleError && len(res.ConsoleErrors) > 0 {
+		return fmt.Errorf("the page logged errors (fail_on_console_error): %s", strings.Join(res.ConsoleErrors, "; "))
+	}
+	return nil
+}
+
+func drive(c *cdp, s string, b *wire.Browser, st *site) error {
+	c.intercept(s, st)
 	type command struct {
 		method string
 		params any
@@ -201,6 +217,7 @@ func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
 		{"Fetch.enable", map[string]any{"patterns": []map[string]any{{"urlPattern": "*"}}}},
 		{"Page.enable", nil},
 		{"Inspector.enable", nil}, // for targetCrashed
+		{"Runtime.enable", nil},   // for console errors and exceptions
 	}
 	if !b.JavaScript {
 		setup = append(setup, command{"Emulation.setScriptExecutionDisabled", map[string]any{"value": true}})
@@ -210,6 +227,10 @@ func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
 	}
 	if sc := b.Screenshot; sc != nil {
 		setup = append(setup, command{"Emulation.setDeviceMetricsOverride", metrics(sc, sc.Height)})
+	}
+	if b.OmitBackground {
+		setup = append(setup, command{"Emulation.setDefaultBackgroundColorOverride",
+			map[string]any{"color": map[string]any{"r": 0, "g": 0, "b": 0, "a": 0}}})
 	}
 	for _, st := range setup {
 		if err := c.call(s, st.method, st.params, nil); err != nil {
@@ -227,7 +248,7 @@ func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
 	var nav struct {
 		ErrorText string `json:"errorText"`
 	}
-	if err := c.call(s, "Page.navigate", map[string]any{"url": pageURL}, &nav); err != nil {
+	if err := c.call(s, "Page.navigate", map[string]any{"url": pageURLFor(st.pagePath)}, &nav); err != nil {
 		return err
 	}
 	if nav.ErrorText != "" {
@@ -248,6 +269,9 @@ func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
 	case <-attached:
 	case <-time.After(attachWait):
 	}
+	if err := wait(c, s, b.Wait); err != nil {
+		return err
+	}
 	if b.JavaScript {
 		// Web fonts and late layout settle before printing.
 		_ = c.call(s, "Runtime.evaluate", map[string]any{
@@ -257,6 +281,8 @@ func drive(c *cdp, s string, b *wire.Browser, page []byte) error {
 	var data []byte
 	var err error
 	switch {
+	case b.PDF != nil && b.SinglePage:
+		data, err = printSinglePage(c, s, *b.PDF)
 	case b.PDF != nil:
 		data, err = printPDF(c, s, b.PDF)
 	default:
@@ -293,15 +319,11 @@ func metrics(sc *wire.Screenshot, height int) map[string]any {
 
 func capture(c *cdp, s string, sc *wire.Screenshot) ([]byte, error) {
 	if sc.FullPage {
-		var lm struct {
-			CSSContentSize struct {
-				Height float64 `json:"height"`
-			} `json:"cssContentSize"`
-		}
-		if err := c.call(s, "Page.getLayoutMetrics", nil, &lm); err != nil {
+		ch, err := contentHeight(c, s)
+		if err != nil {
 			return nil, err
 		}
-		h := int(math.Ceil(lm.CSSContentSize.Height))
+		h := int(math.Ceil(ch))
 		dsf := math.Max(sc.DeviceScaleFactor, 1)
 		if maxH := int(float64(sc.MaxPixels) / (float64(sc.Width) * dsf * dsf)); h > maxH {
 			return nil, fmt.Errorf("the full page is %d×%d CSS pixels at scale %g, over the limit of %d pixels", sc.Width, h, dsf, sc.MaxPixels)
@@ -315,6 +337,22 @@ func capture(c *cdp, s string, sc *wire.Screenshot) ([]byte, error) {
 	params := map[string]any{"format": sc.Format, "fromSurface": true}
 	if sc.Format != "png" && sc.Quality > 0 {
 		params["quality"] = sc.Quality
+	}
+	clip := sc.Clip
+	if sc.Selector != "" {
+		r, err := elementBox(c, s, sc.Selector)
+		if err != nil {
+			return nil, err
+		}
+		clip = &r
+	}
+	if clip != nil {
+		dsf := math.Max(sc.DeviceScaleFactor, 1)
+		if px := clip.Width * clip.Height * dsf * dsf; px > float64(sc.MaxPixels) {
+			return nil, fmt.Errorf("the capture is %.0f×%.0f CSS pixels at scale %g, over the limit of %d pixels", clip.Width, clip.Height, dsf, sc.MaxPixels)
+		}
+		params["clip"] = map[string]any{"x": clip.X, "y": clip.Y, "width": clip.Width, "height": clip.Height, "scale": 1}
+		params["captureBeyondViewport"] = true
 	}
 	var r struct {
 		Data string `json:"data"`
@@ -340,9 +378,13 @@ type cdp struct {
 	// they are running (or after attachWait).
 	attaching sync.WaitGroup
 	mark      func(string)
-	blocked   []string
-	done      chan struct{}
-	err       error
+	// events handles other events by method, called in read's order.
+	events map[string]func(message)
+	// diagMu guards what the page did that the job reports.
+	diagMu                    sync.Mutex
+	blocked, missing, console []string
+	done                      chan struct{}
+	err                       error
 }
 
 type message struct {
@@ -358,7 +400,7 @@ type message struct {
 }
 
 func newCDP(w io.Writer, r io.Reader) *cdp {
-	c := &cdp{w: w, pending: map[int]chan message{}, waiters: map[string]chan struct{}{}, done: make(chan struct{})}
+	c := &cdp{w: w, pending: map[int]chan message{}, waiters: map[string]chan struct{}{}, events: map[string]func(message){}, done: make(chan struct{})}
 	go c.read(r)
 	return c
 }
@@ -394,6 +436,8 @@ func (c *cdp) read(r io.Reader) {
 		} else if ch, ok := c.waiters[m.SessionID+" "+m.Method]; ok {
 			delete(c.waiters, m.SessionID+" "+m.Method)
 			close(ch)
+		} else if h := c.events[m.Method]; h != nil {
+			h(m)
 		}
 		c.mu.Unlock()
 	}
@@ -458,10 +502,10 @@ func (c *cdp) await(session, method string) <-chan struct{} {
 	return ch
 }
 
-// intercept answers the page's requests: the page URL gets the input,
+// intercept answers the page's requests: the page and the job's files from
+// the page's origin (a file the job does not have is a 404, and recorded),
 // everything else fails and is recorded.
-func (c *cdp) intercept(session string, page []byte) {
-	body := base64.StdEncoding.EncodeToString(page)
+func (c *cdp) intercept(session string, st *site) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.onPause = func(m message) {
@@ -475,26 +519,77 @@ func (c *cdp) intercept(session string, page []byte) {
 		if json.Unmarshal(m.Params, &p) != nil {
 			return
 		}
-		if p.Request.URL == pageURL && p.Request.Method == "GET" {
+		if strings.HasPrefix(p.Request.URL, pageURL) && p.Request.Method == "GET" {
+			body, ct, ok := st.lookup(p.Request.URL)
+			code := 200
+			if !ok {
+				code, ct, body = 404, "text/plain; charset=utf-8", []byte("not in this job's files\n")
+				c.record(&c.missing, p.Request.URL)
+			}
 			_ = c.call(m.SessionID, "Fetch.fulfillRequest", map[string]any{
-				"requestId": p.RequestID, "responseCode": 200, "body": body,
+				"requestId": p.RequestID, "responseCode": code, "body": base64.StdEncoding.EncodeToString(body),
 				"responseHeaders": []map[string]string{
-					{"name": "Content-Type", "value": "text/html; charset=utf-8"},
+					{"name": "Content-Type", "value": ct},
 					{"name": "Cache-Control", "value": "no-store"},
 				},
 			}, nil)
 			return
 		}
-		c.mu.Lock()
-		if len(c.blocked) < maxBlocked {
-			u := p.Request.URL
-			if len(u) > 200 {
-				u = u[:200] + "…"
-			}
-			c.blocked = append(c.blocked, u)
-		}
-		c.mu.Unlock()
+		c.record(&c.blocked, p.Request.URL)
 		_ = c.call(m.SessionID, "Fetch.failRequest", map[string]any{"requestId": p.RequestID, "errorReason": "AccessDenied"}, nil)
+	}
+	c.events["Runtime.consoleAPICalled"] = func(m message) {
+		var p struct {
+			Type string `json:"type"`
+			Args []struct {
+				Value       any    `json:"value"`
+				Description string `json:"description"`
+			} `json:"args"`
+		}
+		if json.Unmarshal(m.Params, &p) != nil || (p.Type != "error" && p.Type != "assert") {
+			return
+		}
+		var words []string
+		for _, a := range p.Args {
+			if a.Value != nil {
+				words = append(words, fmt.Sprint(a.Value))
+			} else {
+				words = append(words, a.Description)
+			}
+		}
+		c.record(&c.console, "console."+p.Type+": "+strings.Join(words, " "))
+	}
+	c.events["Runtime.exceptionThrown"] = func(m message) {
+		var p struct {
+			Details struct {
+				Text      string `json:"text"`
+				Exception struct {
+					Description string `json:"description"`
+				} `json:"exception"`
+			} `json:"exceptionDetails"`
+		}
+		if json.Unmarshal(m.Params, &p) != nil {
+			return
+		}
+		what := p.Details.Exception.Description
+		if what == "" {
+			what = p.Details.Text
+		}
+		what, _, _ = strings.Cut(what, "\n")
+		c.record(&c.console, "uncaught: "+what)
+	}
+}
+
+// record adds what to list, the first maxBlocked of them, each at most 200
+// bytes.
+func (c *cdp) record(list *[]string, what string) {
+	if len(what) > 200 {
+		what = what[:200] + "…"
+	}
+	c.diagMu.Lock()
+	defer c.diagMu.Unlock()
+	if len(*list) < maxBlocked {
+		*list = append(*list, what)
 	}
 }
 
@@ -547,9 +642,10 @@ func (c *cdp) attached(m message) {
 	_ = c.call(p.SessionID, "Runtime.runIfWaitingForDebugger", nil, nil)
 }
 
-// blockedURLs returns the requests refused so far.
-func (c *cdp) blockedURLs() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.blocked...)
+// report returns the requests refused and missing, and the console
+// errors, so far.
+func (c *cdp) report() (blocked, missing, console []string) {
+	c.diagMu.Lock()
+	defer c.diagMu.Unlock()
+	return slices.Clone(c.blocked), slices.Clone(c.missing), slices.Clone(c.console)
 }

@@ -35,6 +35,10 @@ func main() {
 		probeChild(os.Args[2])
 		return
 	}
+	if len(os.Args) == 3 && os.Args[1] == unpackArg {
+		unpackChild(os.Args[2])
+		return
+	}
 	// The renderer runs as another uid (asRenderer) where the agent has
 	// the capabilities for it; where it has not (the bench's native run)
 	// they share one, and without this a renderer could open /proc/1/fd/1

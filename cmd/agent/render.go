@@ -23,7 +23,16 @@ import (
 func render(req *wire.Request, out *bufio.Writer) *wire.Result {
 	tail := newTail(req.StderrTail)
 	res := &wire.Result{}
-	for _, st := range req.Steps {
+	steps := req.Steps
+	if req.Unpack != nil {
+		st, err := unpackStep(req.Unpack)
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		steps = append([]wire.Step{st}, steps...)
+	}
+	for _, st := range steps {
 		if !runStep(st, req.Env, tail, res) {
 			res.StderrTail = tail.String()
 			return res

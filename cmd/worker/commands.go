@@ -232,8 +232,9 @@ type renderSummary struct {
 }
 
 func cmdRender(ctx context.Context, args []string) error {
-	var name, outDir, options, limits string
+	var name, outDir, options, limits, inputType string
 	c, rest, err := parse("render", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&inputType, "input-type", "", "the input's media type when its bytes are text that could be several (text/html, text/markdown, text/csv, …)")
 		fs.StringVar(&name, "renderer", "", "renderer name (see GET /v1/renderers), e.g. pdf-png, svg-png, html-pdf")
 		fs.StringVar(&outDir, "o", "", "output directory")
 		fs.StringVar(&options, "options", "", `renderer options as a JSON object, e.g. '{"dpi": 72}'`)
@@ -253,7 +254,7 @@ func cmdRender(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
-	plan, err := r.PrepareJSON(input, json.RawMessage(options), json.RawMessage(limits))
+	plan, err := r.PrepareTyped(input, inputType, json.RawMessage(options), json.RawMessage(limits))
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -31,10 +32,14 @@ func (s *Server) apply(ctx context.Context, ev queue.Event) error {
 		for _, o := range ev.Outputs {
 			outs = append(outs, ledger.Output{Name: o.Name, Size: o.Size, SHA256: o.SHA256, MediaType: o.MediaType})
 		}
+		var diag json.RawMessage
+		if ev.Diagnostics != nil {
+			diag, _ = json.Marshal(ev.Diagnostics)
+		}
 		var changed bool
 		changed, err = s.Ledger.Finish(ctx, ev.JobID, ledger.FinishOptions{
 			State: ledger.State(ev.State), ErrorCode: ev.ErrorCode, ErrorMessage: ev.ErrorMessage, Outputs: outs, At: ev.At,
-			SandboxMode: ev.SandboxMode,
+			SandboxMode: ev.SandboxMode, Diagnostics: diag,
 		})
 		if changed {
 			s.metrics.finished.WithLabelValues(ev.State, ev.ErrorCode).Inc()

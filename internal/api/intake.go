@@ -1,6 +1,7 @@
 package api
 
 import (
+	"archive/zip"
 	"bufio"
 	"encoding/base64"
 	"errors"
@@ -9,10 +10,12 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
 	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/wire"
 )
 
 // Intake reads POST /v1/jobs within bounds chosen while reading (issue 10:
@@ -134,6 +137,11 @@ type intake struct {
 	seen     map[string]bool
 	renderer *render.Renderer
 	sub      submission
+	// With several file parts: the first one's name, then the ZIP they
+	// are packed into and the names in it.
+	firstName string
+	zw        *zip.Writer
+	names     map[string]bool
 }
 
 // newIntake prepares to read body with the bounds of the largest renderer
@@ -241,7 +249,7 @@ func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render
 	return &in.sub, in.renderer, nil
 }
 
-var multipartFields = []string{"renderer", "file", "options", "limits", "callback_url"}
+var multipartFields = []string{"renderer", "file", "input_type", "options", "limits", "callback_url"}
 
 func (in *intake) readMultipart(boundary string) error {
 	mr := multipart.NewReader(in.body, boundary)
@@ -254,10 +262,19 @@ func (in *intake) readMultipart(boundary string) error {
 			return readErr("reading the multipart body", err)
 		}
 		name := part.FormName()
+		if name == "file" && in.seen["file"] {
+			// Several files: the page and what it loads.
+			if err := in.addFile(part); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := in.field(name, multipartFields...); err != nil {
 			return err
 		}
 		if name == "file" {
+			in.sub.PartType = partType(part.Header.Get("Content-Type"))
+			in.firstName = partFileName(part)
 			if _, err := io.Copy(&in.input, part); err != nil {
 				return readErr("reading the file part", err)
 			}
@@ -277,6 +294,72 @@ func (in *intake) readMultipart(boundary string) error {
 	if !in.seen["file"] {
 		return fmt.Errorf("%w: the multipart body has no file part", errBadRequest)
 	}
+	if in.zw != nil {
+		if err := in.zw.Close(); err != nil {
+			return readErr("packing the file parts", err)
+		}
+	}
+	return nil
+}
+
+// addFile adds a second or later file part. The parts are packed, as they
+// arrive, into a ZIP of stored entries named by their file names — the
+// input a renderer takes several files as; the first part, read as a lone
+// input until now, becomes its first entry.
+func (in *intake) addFile(part *multipart.Part) error {
+	if in.zw == nil {
+		if err := checkPartName(in.firstName, nil); err != nil {
+			return err
+		}
+		first := in.input.b
+		in.input.b, in.input.hint = nil, 2*int64(len(first))
+		in.names = map[string]bool{in.firstName: true}
+		in.zw = zip.NewWriter(&in.input)
+		w, err := in.zw.CreateHeader(&zip.FileHeader{Name: in.firstName, Method: zip.Store})
+		if err == nil {
+			_, err = w.Write(first)
+		}
+		if err != nil {
+			return readErr("packing the file parts", err)
+		}
+		in.sub.PartType = "" // the input is the ZIP
+	}
+	name := partFileName(part)
+	if err := checkPartName(name, in.names); err != nil {
+		return err
+	}
+	in.names[name] = true
+	w, err := in.zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
+	if err == nil {
+		_, err = io.Copy(w, part)
+	}
+	if err != nil {
+		return readErr("reading file part "+quoteBounded(name), err)
+	}
+	return nil
+}
+
+// partFileName is a part's filename parameter as sent, directories
+// included (Part.FileName keeps only the base name).
+func partFileName(part *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
+}
+
+// checkPartName refuses a file part's name that cannot be a path among
+// the job's files, or one seen before.
+func checkPartName(name string, seen map[string]bool) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: with several file parts, each needs a filename (its path among the files, e.g. css/style.css)", errBadRequest)
+	case !wire.ValidSitePath(name):
+		return fmt.Errorf("%w: file part name %s: a path must be relative, without \"..\" and without \\ \" < > & ' %% ? # or control characters", errBadRequest, quoteBounded(name))
+	case seen[name]:
+		return fmt.Errorf("%w: two file parts are named %s", errBadRequest, quoteBounded(name))
+	}
 	return nil
 }
 
@@ -291,11 +374,26 @@ func (in *intake) set(name string, v []byte) error {
 		in.sub.Limits = v
 	case "callback_url":
 		in.sub.CallbackURL = string(v)
+	case "input_type":
+		in.sub.InputType = string(v)
 	}
 	return nil
 }
 
-var jsonFields = []string{"renderer", "input_base64", "options", "limits", "callback_url"}
+// partType is a file part's Content-Type when it declares a text type the
+// catalogue takes from a client (render.DeclarableTypes), but text/plain,
+// which clients send for any text; "" otherwise. Unlike input_type, a
+// part's type that the bytes do not fit is ignored, not refused: clients
+// set it from file names.
+func partType(ct string) string {
+	t, err := render.ParseDeclared(ct)
+	if err != nil || t == render.TypeText || !slices.Contains(render.DeclarableTypes(), t) {
+		return ""
+	}
+	return t
+}
+
+var jsonFields = []string{"renderer", "input_base64", "input_type", "options", "limits", "callback_url"}
 
 // readJSON reads {"renderer": …, "input_base64": …, …} as a stream: the
 // base64 string is decoded as it is read, never held as text.
@@ -372,7 +470,7 @@ func (in *intake) readJSONValue(s *jsonScanner, key string) error {
 			return readErr("reading input_base64", err)
 		}
 		return nil
-	case "renderer", "callback_url":
+	case "renderer", "callback_url", "input_type":
 		if c, err := s.next(); err != nil || c != '"' {
 			return fmt.Errorf("%w: %s must be a string", errBadRequest, key)
 		}

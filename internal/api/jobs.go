@@ -35,11 +35,15 @@ type jobView struct {
 	Error       *errorView   `json:"error,omitempty"`
 	Outputs     []outputView `json:"outputs"`
 	Webhook     *webhookView `json:"webhook,omitempty"`
+	// Diagnostics: what the page asked for and could not have, and the
+	// errors it logged.
+	Diagnostics json.RawMessage `json:"diagnostics,omitempty"`
 }
 
 type inputView struct {
 	SHA256 string `json:"sha256"`
 	Size   int64  `json:"size"`
+	Type   string `json:"type,omitempty"`
 }
 
 type errorView struct {
@@ -58,8 +62,8 @@ type outputView struct {
 func view(j ledger.Job) jobView {
 	v := jobView{
 		ID: j.ID, Renderer: j.Renderer, State: string(j.State), Options: j.Options,
-		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize}, Attempts: j.Attempts,
-		SandboxMode: j.SandboxMode, CreatedAt: j.CreatedAt.UTC(), Outputs: []outputView{},
+		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize, Type: j.InputType}, Attempts: j.Attempts,
+		SandboxMode: j.SandboxMode, CreatedAt: j.CreatedAt.UTC(), Outputs: []outputView{}, Diagnostics: j.Diagnostics,
 	}
 	if len(v.Options) == 0 {
 		v.Options = json.RawMessage("{}")
@@ -93,6 +97,9 @@ type submission struct {
 	Options     json.RawMessage
 	Limits      json.RawMessage
 	CallbackURL string
+	// InputType is the client's input_type; PartType the file part's
+	// Content-Type when it names a declarable text type.
+	InputType, PartType string
 }
 
 var errBadRequest = errors.New("bad request")
@@ -138,7 +145,13 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	plan, err := rd.PrepareJSON(sub.Input, sub.Options, sub.Limits)
+	plan, err := rd.PrepareTyped(sub.Input, sub.InputType, sub.Options, sub.Limits)
+	if errors.Is(err, render.ErrUnsupportedInput) && sub.InputType == "" && sub.PartType != "" {
+		// The bytes alone do not fit: the file part's type may.
+		if p, perr := rd.PrepareTyped(sub.Input, sub.PartType, sub.Options, sub.Limits); perr == nil {
+			plan, err, sub.InputType = p, nil, sub.PartType
+		}
+	}
 	if err != nil {
 		renderProblem(w, err)
 		return
@@ -161,7 +174,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	limits, _ := json.Marshal(plan.Request)
 	want := ledger.Job{
 		Owner: key.ID, Renderer: rd.Name, Options: opts, Limits: limits, InputSHA256: hex.EncodeToString(sum[:]),
-		InputSize: int64(len(sub.Input)), IdempotencyKey: idem, CallbackURL: sub.CallbackURL,
+		InputSize: int64(len(sub.Input)), InputType: plan.InputType, IdempotencyKey: idem, CallbackURL: sub.CallbackURL,
 	}
 	job, created, err := s.Ledger.CreateJob(ctx, want)
 	if err != nil {
@@ -205,7 +218,7 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	// turn with other keys' jobs (see RunQueue).
 	err := s.Queue.Submit(ctx, queue.Payload{
 		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: job.Options, Limits: job.Limits,
-		Accepted: job.CreatedAt,
+		InputType: sub.InputType, Accepted: job.CreatedAt,
 	}, int64(len(sub.Input)), timeout, s.Limits.MaxRetry)
 	if err == nil {
 		s.wakeDispatcher()

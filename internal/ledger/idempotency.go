@@ -43,6 +43,9 @@ func Differs(a, b Job) string {
 		return "limits"
 	case a.InputSHA256 != b.InputSHA256 || a.InputSize != b.InputSize:
 		return "input"
+	case a.InputType != b.InputType && a.InputType != "" && b.InputType != "":
+		// A job recorded before input types were is not a conflict.
+		return "input_type"
 	case a.CallbackURL != b.CallbackURL:
 		return "callback_url"
 	}

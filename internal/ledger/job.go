@@ -16,6 +16,7 @@ type Job struct {
 	Limits         json.RawMessage // the validated limit request as JSON; CreateJob stores {} when empty
 	InputSHA256    string          // hex digest of the input bytes
 	InputSize      int64
+	InputType      string // the media type the input was taken as
 	CallbackURL    string
 	IdempotencyKey string // "" when the client sent none
 
@@ -26,6 +27,10 @@ type Job struct {
 	// SandboxMode is how the sandbox of the job's last attempt was made:
 	// cold, prebooted or restored; "" until a sandbox ran it.
 	SandboxMode string
+
+	// Diagnostics is what the job's page asked for and could not have, and
+	// the errors it logged: a JSON object, nil when there is nothing.
+	Diagnostics json.RawMessage
 
 	CreatedAt  time.Time // CreateJob uses the current time when zero
 	StartedAt  time.Time // start of the latest attempt; zero until one starts
@@ -60,8 +65,9 @@ type FinishOptions struct {
 	ErrorCode    string // required for failed; defaults to "canceled" for canceled; empty for succeeded
 	ErrorMessage string
 	Outputs      []Output
-	At           time.Time // finish time; the current time when zero
-	SandboxMode  string    // cold, prebooted, restored; "" when no sandbox ran
+	At           time.Time       // finish time; the current time when zero
+	SandboxMode  string          // cold, prebooted, restored; "" when no sandbox ran
+	Diagnostics  json.RawMessage // a JSON object, or nil
 }
 
 func (o FinishOptions) check() error {

@@ -36,7 +36,7 @@ func validJobID(id string) bool {
 // jobColumns is the column list scanJob reads, in order.
 const jobColumns = `id, owner, renderer, options, input_sha256, input_size, callback_url,
 	idempotency_key, state, error_code, error_message, attempts,
-	created_at, started_at, finished_at, outputs, sandbox_mode, limits`
+	created_at, started_at, finished_at, outputs, sandbox_mode, limits, input_type, diagnostics`
 
 // live is the SQL set of non-terminal states: the only ones a job may leave.
 const live = `('queued', 'running')`
@@ -88,11 +88,11 @@ func (s *SQLite) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 		// duplicate id still fails, as it should.
 		res, err := tx.ExecContext(ctx, `INSERT INTO jobs
 			(id, owner, renderer, options, input_sha256, input_size, callback_url,
-			 idempotency_key, state, attempts, created_at, outputs, limits)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '[]', ?)
+			 idempotency_key, state, attempts, created_at, outputs, limits, input_type)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '[]', ?, ?)
 			ON CONFLICT (owner, idempotency_key) DO NOTHING`,
 			j.ID, j.Owner, j.Renderer, string(j.Options), j.InputSHA256, j.InputSize, j.CallbackURL,
-			nullString(j.IdempotencyKey), string(StateQueued), toNanos(j.CreatedAt), string(j.Limits))
+			nullString(j.IdempotencyKey), string(StateQueued), toNanos(j.CreatedAt), string(j.Limits), j.InputType)
 		if err != nil {
 			return err
 		}
@@ -239,13 +239,20 @@ func (s *SQLite) Finish(ctx context.Context, id string, opts FinishOptions) (boo
 	if err != nil {
 		return false, fmt.Errorf("finish job %s: encode outputs: %w", id, err)
 	}
+	diag := "{}"
+	if len(opts.Diagnostics) > 0 {
+		if !json.Valid(opts.Diagnostics) || opts.Diagnostics[0] != '{' {
+			return false, fmt.Errorf("finish job %s: diagnostics are not a JSON object: %w", id, ErrInvalid)
+		}
+		diag = string(opts.Diagnostics)
+	}
 
 	var moved bool
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE jobs
-			SET state = ?, error_code = ?, error_message = ?, outputs = ?, finished_at = ?, sandbox_mode = ?
+			SET state = ?, error_code = ?, error_message = ?, outputs = ?, finished_at = ?, sandbox_mode = ?, diagnostics = ?
 			WHERE id = ? AND state IN `+live,
-			string(opts.State), opts.ErrorCode, opts.ErrorMessage, string(manifest), toNanos(opts.At), opts.SandboxMode, id)
+			string(opts.State), opts.ErrorCode, opts.ErrorMessage, string(manifest), toNanos(opts.At), opts.SandboxMode, diag, id)
 		if err != nil {
 			return err
 		}
@@ -323,18 +330,21 @@ func scanJob(row scanner) (Job, error) {
 	var (
 		j                       Job
 		options, state, outputs string
-		limits                  string
+		limits, diagnostics     string
 		idem                    sql.NullString
 		created                 int64
 		started, finished       sql.NullInt64
 	)
 	err := row.Scan(&j.ID, &j.Owner, &j.Renderer, &options, &j.InputSHA256, &j.InputSize, &j.CallbackURL,
 		&idem, &state, &j.ErrorCode, &j.ErrorMessage, &j.Attempts,
-		&created, &started, &finished, &outputs, &j.SandboxMode, &limits)
+		&created, &started, &finished, &outputs, &j.SandboxMode, &limits, &j.InputType, &diagnostics)
 	if err != nil {
 		return Job{}, err
 	}
 	j.Options, j.Limits = json.RawMessage(options), json.RawMessage(limits)
+	if diagnostics != "{}" && diagnostics != "" {
+		j.Diagnostics = json.RawMessage(diagnostics)
+	}
 	j.IdempotencyKey = idem.String
 	j.State = State(state)
 	j.CreatedAt, j.StartedAt, j.FinishedAt = fromNanos(created), fromNullNanos(started), fromNullNanos(finished)

@@ -24,6 +24,19 @@ type Event struct {
 	// SandboxMode is how the job's sandbox was made: cold, prebooted or
 	// restored.
 	SandboxMode string `json:"sandbox_mode,omitempty"`
+	// Diagnostics is what the job's page asked for and could not have,
+	// and the errors it logged; nil when nothing.
+	Diagnostics *Diagnostics `json:"diagnostics,omitempty"`
+}
+
+// Diagnostics is what a page did that its client should know: the first
+// requests refused (another origin or scheme), the first same-origin
+// requests for files the job does not have, the first console errors and
+// uncaught exceptions. Each list is bounded by the agent.
+type Diagnostics struct {
+	RefusedRequests []string `json:"refused_requests,omitempty"`
+	MissingFiles    []string `json:"missing_files,omitempty"`
+	ConsoleErrors   []string `json:"console_errors,omitempty"`
 }
 
 // Output is an output file a worker stored.

@@ -41,6 +41,8 @@ type Payload struct {
 	Renderer string          `json:"renderer"`
 	Options  json.RawMessage `json:"options,omitempty"`
 	Limits   json.RawMessage `json:"limits,omitempty"`
+	// InputType is the client's declared input type, "" if none.
+	InputType string `json:"input_type,omitempty"`
 	// Accepted is when the API accepted the job (for queue-wait metrics).
 	Accepted time.Time `json:"accepted"`
 	// Retention is how long the job's outputs are kept: the API's

@@ -63,41 +63,6 @@ var officeEnv = append([]string{"SAL_USE_VCLPLUGIN=svp"}, plainEnv...)
 // Chromium, one process of many threads, gets both cores and room for them.
 var chromiumLimits = sandbox.Limits{Timeout: 60 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20}
 
-// Paper sizes in inches.
-var papers = map[string][2]float64{
-	"letter": {8.5, 11}, "legal": {8.5, 14}, "tabloid": {11, 17},
-	"a3": {11.69, 16.54}, "a4": {8.27, 11.69}, "a5": {5.83, 8.27},
-}
-
-// pdfSchema are the options of renderers that print through Chromium.
-func pdfSchema(withJS bool) []Option {
-	o := []Option{
-		enumOpt("paper", "Paper size.", "letter", "letter", "legal", "tabloid", "a3", "a4", "a5"),
-		boolOpt("landscape", "Landscape orientation.", false),
-		numOpt("margin_mm", "Margin on every side, in millimetres.", 10, 0, 50),
-		numOpt("scale", "Scale of the page rendering.", 1, 0.1, 2),
-		boolOpt("print_background", "Print background colours and images.", true),
-		patternOpt("page_ranges", "Pages to print, e.g. \"1-3,5\"; all when absent.", `[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?(,[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?){0,49}`),
-		boolOpt("prefer_css_page_size", "Let CSS @page size win over paper.", false),
-	}
-	if withJS {
-		o = append(o,
-			enumOpt("media", "Emulated CSS media type.", "print", "print", "screen"),
-			boolOpt("javascript", "Run the page's JavaScript (off unless asked for: a page's scripts are the largest attack surface Chromium has).", false))
-	}
-	return o
-}
-
-func pdfOptions(v Values) *wire.PDFOptions {
-	p := papers[v.String("paper")]
-	m := v.Float("margin_mm") / 25.4
-	return &wire.PDFOptions{
-		Landscape: v.Bool("landscape"), PrintBackground: v.Bool("print_background"), Scale: v.Float("scale"),
-		PaperWidth: p[0], PaperHeight: p[1], MarginTop: m, MarginBottom: m, MarginLeft: m, MarginRight: m,
-		PageRanges: v.String("page_ranges"), PreferCSSPageSize: v.Bool("prefer_css_page_size"),
-	}
-}
-
 // cmark renders Markdown safely: raw HTML is not passed through (no
 // --unsafe), and the tagfilter extension escapes the dangerous tags GFM
 // would otherwise allow.
@@ -111,15 +76,43 @@ func cmarkSteps(in inputFile, v Values, dest string) []wire.Step {
 	if v.Bool("hardbreaks") {
 		argv = append(argv, "--hardbreaks")
 	}
-	argv = append(argv, in.Path)
-	return []wire.Step{
-		{Argv: argv, Stdout: wire.WorkDir + "/body.html"},
-		// The page wrapper ships in the rootfs (rootfs/files): no shell, no
-		// template built from user data.
-		{Argv: []string{"/bin/cat", "/usr/share/renderbox/markdown-head.html", wire.WorkDir + "/body.html",
-			"/usr/share/renderbox/markdown-tail.html"}, Stdout: dest},
+	argv = append(argv, in.page())
+	steps := []wire.Step{{Argv: argv, Stdout: wire.WorkDir + "/body.html"}}
+	// The page wrapper ships in the rootfs (rootfs/files): no shell, no
+	// template built from user data.
+	// markdown-html's page loads nothing; the page Chromium prints may
+	// load the job's files.
+	csp := "/usr/share/renderbox/markdown-csp.html"
+	if dest == printPage {
+		csp = "/usr/share/renderbox/markdown-print-csp.html"
 	}
+	parts := []string{"/bin/cat", "/usr/share/renderbox/markdown-open.html", csp, "/usr/share/renderbox/markdown-style.html"}
+	if css := v.String("stylesheet"); css != "" {
+		// After the built-in style, so it wins. The path is a site path:
+		// nothing in it needs escaping in an attribute, and printf
+		// takes it as an argument, not as its format.
+		steps = append(steps, wire.Step{Argv: []string{"/usr/bin/printf", `<link rel="stylesheet" href="/%s">\n`, css}, Stdout: wire.WorkDir + "/style.html"})
+		parts = append(parts, wire.WorkDir+"/style.html")
+	}
+	parts = append(parts, wire.WorkDir+"/body.html", "/usr/share/renderbox/markdown-tail.html")
+	return append(steps, wire.Step{Argv: parts, Stdout: dest})
 }
+
+// chromiumPDF is the request that prints page (a file under /tmp).
+func chromiumPDF(in inputFile, v Values, l Limits, page string) (wire.Request, error) {
+	b, err := browserFor(in, v, l, page)
+	if err != nil {
+		return wire.Request{}, err
+	}
+	b.PDF, b.SinglePage, b.Media, b.Output = pdfOptions(v), v.Bool("single_page"), v.String("media"), "output.pdf"
+	if err := checkPrint(b.PDF); err != nil {
+		return wire.Request{}, err
+	}
+	return wire.Request{Env: chromiumEnv, Browser: b}, nil
+}
+
+// printPage is the page markdown-pdf has Chromium print.
+const printPage = wire.WorkDir + "/document.html"
 
 var markdownSchema = []Option{
 	boolOpt("smart", "Smart punctuation: curly quotes, dashes, ellipses.", false),
@@ -159,51 +152,44 @@ func svgArgs(format, out string, in inputFile, v Values) []string {
 var catalogue = map[string]*Renderer{
 	"html-pdf": {
 		Name:          "html-pdf",
-		Description:   "Print an HTML page to PDF with headless Chromium. The page can load nothing but itself. Output: output.pdf.",
-		Inputs:        []string{TypeHTML},
+		Description:   "Print an HTML page to PDF with headless Chromium. The page can load nothing but itself and, given a ZIP or several files, those files. Output: output.pdf.",
+		Inputs:        []string{TypeHTML, TypeZIP},
 		Output:        TypePDF,
 		Options:       pdfSchema(true),
-		MaxInputBytes: 10 << 20,
+		MaxInputBytes: 50 << 20,
 		Limits:        chromiumLimits,
-		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
-			return wire.Request{Env: chromiumEnv, Browser: &wire.Browser{
-				Argv: chromiumArgs, Page: in.Path, Media: v.String("media"), JavaScript: v.Bool("javascript"),
-				Output: "output.pdf", PDF: pdfOptions(v),
-			}}, nil
+		site:          htmlSite,
+		build: func(in inputFile, v Values, l Limits) (wire.Request, error) {
+			return chromiumPDF(in, v, l, in.page())
 		},
 	},
 	"html-png": {
 		Name:          "html-png",
-		Description:   "Screenshot an HTML page with headless Chromium. The page can load nothing but itself. Output: output.png.",
-		Inputs:        []string{TypeHTML},
+		Description:   "Screenshot an HTML page with headless Chromium, as PNG, JPEG or WebP. The page can load nothing but itself and, given a ZIP or several files, those files. Output: output.png (.jpg, .webp).",
+		Inputs:        []string{TypeHTML, TypeZIP},
 		Output:        TypePNG,
-		MaxInputBytes: 10 << 20,
+		MaxInputBytes: 50 << 20,
 		MaxPixels:     40_000_000,
-		Options: []Option{
-			intOpt("width", "Viewport width in CSS pixels.", 1280, 16, 3840),
-			intOpt("height", "Viewport height in CSS pixels.", 800, 16, 4096),
-			boolOpt("full_page", "Capture the whole page, not just the viewport.", false),
-			numOpt("device_scale_factor", "Device pixels per CSS pixel.", 1, 0.5, 3),
-			enumOpt("media", "Emulated CSS media type.", "screen", "print", "screen"),
-			boolOpt("javascript", "Run the page's JavaScript (off unless asked for: a page's scripts are the largest attack surface Chromium has).", false),
-		},
-		Limits: chromiumLimits,
+		Options:       screenshotSchema(),
+		Limits:        chromiumLimits,
+		site:          htmlSite,
 		build: func(in inputFile, v Values, l Limits) (wire.Request, error) {
-			sc := &wire.Screenshot{Width: v.Int("width"), Height: v.Int("height"), FullPage: v.Bool("full_page"),
-				DeviceScaleFactor: v.Float("device_scale_factor"), Format: "png", MaxPixels: l.MaxPixels}
-			if px := float64(sc.Width*sc.Height) * sc.DeviceScaleFactor * sc.DeviceScaleFactor; px > float64(l.MaxPixels) {
-				return wire.Request{}, fmt.Errorf("%w: a %d×%d viewport at scale %g is %.0f pixels, over the limit of %d", ErrInvalidOptions, sc.Width, sc.Height, sc.DeviceScaleFactor, px, l.MaxPixels)
+			sc, err := screenshotFor(v, l)
+			if err != nil {
+				return wire.Request{}, err
 			}
-			return wire.Request{Env: chromiumEnv, Browser: &wire.Browser{
-				Argv: chromiumArgs, Page: in.Path, Media: v.String("media"), JavaScript: v.Bool("javascript"),
-				Output: "output.png", Screenshot: sc,
-			}}, nil
+			b, err := browserFor(in, v, l, in.page())
+			if err != nil {
+				return wire.Request{}, err
+			}
+			b.Media, b.Output, b.Screenshot = v.String("media"), "output."+outputExt(v), sc
+			return wire.Request{Env: chromiumEnv, Browser: b}, nil
 		},
 	},
 	"markdown-html": {
 		Name:          "markdown-html",
 		Description:   "Render Markdown (CommonMark + GFM tables, strikethrough, autolinks, task lists) to a standalone HTML page; raw HTML is not passed through. Output: output.html.",
-		Inputs:        []string{TypeText, TypeHTML},
+		Inputs:        []string{TypeText, TypeMarkdown, TypeHTML},
 		Output:        "text/html",
 		Options:       markdownSchema,
 		MaxInputBytes: 5 << 20,
@@ -213,19 +199,23 @@ var catalogue = map[string]*Renderer{
 		},
 	},
 	"markdown-pdf": {
-		Name:          "markdown-pdf",
-		Description:   "Render Markdown (CommonMark + GFM) to PDF: cmark-gfm, then Chromium with JavaScript off. Output: output.pdf.",
-		Inputs:        []string{TypeText, TypeHTML},
-		Output:        TypePDF,
-		Options:       append(append([]Option{}, markdownSchema...), pdfSchema(false)...),
-		MaxInputBytes: 5 << 20,
+		Name:        "markdown-pdf",
+		Description: "Render Markdown (CommonMark + GFM) to PDF: cmark-gfm, then Chromium with JavaScript off. Given a ZIP or several files, the document's images and a stylesheet come from them. Output: output.pdf.",
+		Inputs:      []string{TypeText, TypeMarkdown, TypeHTML, TypeZIP},
+		Output:      TypePDF,
+		Options: append(append(append([]Option{}, markdownSchema...),
+			patternOpt("stylesheet", "With a ZIP or several files: a CSS file among them to style the document, after the built-in style.", sitePathPattern)),
+			pdfSchema(false)...),
+		MaxInputBytes: 20 << 20,
 		Limits:        chromiumLimits,
-		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
-			page := wire.WorkDir + "/document.html"
-			return wire.Request{Env: chromiumEnv, Steps: cmarkSteps(in, v, page), Browser: &wire.Browser{
-				Argv: chromiumArgs, Page: page, Media: "print", JavaScript: false,
-				Output: "output.pdf", PDF: pdfOptions(v),
-			}}, nil
+		site:          markdownSite,
+		build: func(in inputFile, v Values, l Limits) (wire.Request, error) {
+			req, err := chromiumPDF(in, v, l, printPage)
+			if err != nil {
+				return req, err
+			}
+			req.Steps, req.Browser.Media = cmarkSteps(in, v, printPage), "print"
+			return req, nil
 		},
 	},
 	"pdf-png": {

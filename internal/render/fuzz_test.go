@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/renderbox/renderbox/internal/samples"
+	"github.com/renderbox/renderbox/internal/wire"
 )
 
 // An option decoded is an option known, read as encoding/json reads it.
@@ -129,6 +130,28 @@ func FuzzImageHeader(f *testing.F) {
 		}
 		if a := after.TotalAlloc - before.TotalAlloc; a > 4<<20+4*uint64(len(in)) {
 			t.Fatalf("reading a %d-byte header allocated %d bytes", len(in), a)
+		}
+	})
+}
+
+// A site archive's directory is judged without a panic, and an entry point
+// it returns is a site path the archive lists.
+func FuzzSiteArchive(f *testing.F) {
+	f.Add(samples.Report([]byte("font")).Zip(), "")
+	f.Add(samples.Site{Files: map[string][]byte{"a/b.html": []byte("x")}, Order: []string{"a/b.html"}}.Zip(), "a/b.html")
+	f.Add(samples.ZipDirectory(3, 3), "index.html")
+	f.Fuzz(func(t *testing.T, z []byte, entry string) {
+		got, err := htmlSite.check(z, entry, nil)
+		if err != nil {
+			return
+		}
+		if !wire.ValidSitePath(got) {
+			t.Fatalf("entry %q is not a site path", got)
+		}
+		listed := false
+		_ = zipNames(z, func(n []byte) { listed = listed || string(n) == got })
+		if !listed {
+			t.Fatalf("entry %q is not in the archive", got)
 		}
 	})
 }

@@ -47,15 +47,7 @@ func encodeJPEG(img image.Image) []byte {
 // returns the outputs by their published names.
 func renderOK(t *testing.T, m *sandbox.Manager, name string, input []byte, opts map[string]any) (map[string][]byte, *wire.Result) {
 	t.Helper()
-	r, err := render.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := r.Prepare(input, opts, render.LimitRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan.Job.Input = bytes.NewReader(input)
+	r, plan := mustPlan(t, name, input, opts)
 	res, err := m.Run(context.Background(), plan.Job)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -70,6 +62,21 @@ func renderOK(t *testing.T, m *sandbox.Manager, name string, input []byte, opts 
 		out[o.Name] = o.Data
 	}
 	return out, &res.Response.Result
+}
+
+// mustPlan prepares a job of the named renderer, its input set.
+func mustPlan(t *testing.T, name string, input []byte, opts map[string]any) (*render.Renderer, *render.Plan) {
+	t.Helper()
+	r, err := render.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := r.Prepare(input, opts, render.LimitRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Job.Input = bytes.NewReader(input)
+	return r, plan
 }
 
 func pdfText(t *testing.T, m *sandbox.Manager, pdf []byte) string {

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Option describes one renderer option: its type, default and bounds. The
@@ -19,7 +21,13 @@ type Option struct {
 	Enum        []string `json:"enum,omitempty"`
 	// Pattern a string value must match (anchored).
 	Pattern string `json:"pattern,omitempty"`
-	re      *regexp.Regexp
+	// MaxLength bounds a string value in bytes.
+	MaxLength int `json:"max_length,omitempty"`
+	// CaseInsensitive: an Enum value matches in any case.
+	CaseInsensitive bool `json:"case_insensitive,omitempty"`
+	re              *regexp.Regexp
+	// more checks a string value further.
+	more func(string) error
 }
 
 func num(v float64) *float64 { return &v }
@@ -42,6 +50,11 @@ func enumOpt(name, desc, def string, values ...string) Option {
 
 func patternOpt(name, desc, pattern string) Option {
 	return Option{Name: name, Type: "string", Description: desc, Pattern: pattern, re: regexp.MustCompile("^(?:" + pattern + ")$")}
+}
+
+// textOpt is free text of at most maxLen bytes of UTF-8.
+func textOpt(name, desc string, maxLen int) Option {
+	return Option{Name: name, Type: "string", Description: desc, MaxLength: maxLen}
 }
 
 // Values are validated options with defaults filled in: int, float64, bool
@@ -125,17 +138,33 @@ func (o *Option) check(raw any) (any, error) {
 		}
 		if len(o.Enum) > 0 {
 			for _, e := range o.Enum {
-				if s == e {
-					return s, nil
+				if s == e || (o.CaseInsensitive && strings.EqualFold(s, e)) {
+					return e, nil
 				}
 			}
-			return nil, fmt.Errorf("%q is not one of %s", s, strings.Join(o.Enum, ", "))
+			return nil, fmt.Errorf("%s is not one of %s", quoteShort(s), strings.Join(o.Enum, ", "))
 		}
 		if o.re != nil && (len(s) > 256 || !o.re.MatchString(s)) {
-			return nil, fmt.Errorf("%q does not match %s", s, o.Pattern)
+			return nil, fmt.Errorf("%s does not match %s", quoteShort(s), o.Pattern)
+		}
+		if o.MaxLength > 0 && (len(s) > o.MaxLength || !utf8.ValidString(s)) {
+			return nil, fmt.Errorf("want at most %d bytes of UTF-8, got %d bytes", o.MaxLength, len(s))
+		}
+		if o.more != nil {
+			if err := o.more(s); err != nil {
+				return nil, err
+			}
 		}
 		return s, nil
 	}
+}
+
+// quoteShort quotes s, cut to 64 bytes.
+func quoteShort(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 func toFloat(v any) (float64, bool) {

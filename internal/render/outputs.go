@@ -38,7 +38,7 @@ type outputRule struct {
 // outputRules lists, per renderer, the files its sandbox may return.
 var outputRules = map[string]outputRule{
 	"html-pdf":        {re: regexp.MustCompile(`^output\.pdf$`)},
-	"html-png":        {re: regexp.MustCompile(`^output\.png$`)},
+	"html-png":        {re: regexp.MustCompile(`^output\.(png|jpg|webp)$`)},
 	"markdown-html":   {re: regexp.MustCompile(`^output\.html$`)},
 	"markdown-pdf":    {re: regexp.MustCompile(`^output\.pdf$`)},
 	"svg-png":         {re: regexp.MustCompile(`^output\.png$`)},

@@ -1,7 +1,6 @@
 package render_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -44,15 +43,7 @@ func waitIdle(t *testing.T, p *sandbox.Pool, name string, n int, within time.Dur
 // pool, and fails unless the pool had one of mode.
 func renderIn(t *testing.T, m *sandbox.Manager, p *sandbox.Pool, name string, input []byte, opts map[string]any, mode string) (map[string][]byte, time.Duration) {
 	t.Helper()
-	r, err := render.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := r.Prepare(input, opts, render.LimitRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan.Job.Input = bytes.NewReader(input)
+	r, plan := mustPlan(t, name, input, opts)
 	t0 := time.Now()
 	sb, got := p.Take(context.Background(), r.Family(), plan.Job.Limits)
 	if sb == nil || got != mode {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -53,12 +54,26 @@ type Renderer struct {
 	build func(in inputFile, v Values, l Limits) (wire.Request, error)
 	// check inspects the input's headers further (e.g. image dimensions).
 	check func(input []byte, l Limits) error
+	// site, when set, lets the renderer take a ZIP of files, one of them
+	// the entry point.
+	site *siteRule
 }
 
 // inputFile is the input as the sandbox sees it.
 type inputFile struct {
 	Type string // sniffed media type
 	Path string // absolute path inside the sandbox
+	// Site is the directory a ZIP input is unpacked to, Entry the entry
+	// point's path in it; both "" for a single file.
+	Site, Entry string
+}
+
+// page is the file the renderer starts from.
+func (in inputFile) page() string {
+	if in.Site != "" {
+		return in.Site + "/" + in.Entry
+	}
+	return in.Path
 }
 
 // extensions name the input file inside the sandbox by its sniffed type;
@@ -186,6 +201,12 @@ type Plan struct {
 // Prepare validates the input, options and limits against the renderer and
 // returns the sandbox job (without its Input reader, which the caller sets).
 func (r *Renderer) Prepare(input []byte, options map[string]any, limits LimitRequest) (*Plan, error) {
+	return r.prepare(input, "", options, limits)
+}
+
+// prepare is Prepare with the input's declared type ("" if none; see
+// resolveType).
+func (r *Renderer) prepare(input []byte, declared string, options map[string]any, limits LimitRequest) (*Plan, error) {
 	if int64(len(input)) > r.MaxInputBytes {
 		return nil, fmt.Errorf("%w: %d bytes, %s accepts at most %d", ErrInputTooLarge, len(input), r.Name, r.MaxInputBytes)
 	}
@@ -197,16 +218,28 @@ func (r *Renderer) Prepare(input []byte, options map[string]any, limits LimitReq
 	if err != nil {
 		return nil, err
 	}
-	got, err := sniff(input)
+	sniffed, err := sniff(input)
 	if err != nil {
 		return nil, err
 	}
-	ok := false
-	for _, t := range r.Inputs {
-		ok = ok || t == got
+	got, err := resolveType(input, sniffed, declared)
+	if err != nil {
+		return nil, err
 	}
-	if !ok {
-		return nil, fmt.Errorf("%w: %s accepts %s; the input's bytes look like %s", ErrUnsupportedInput, r.Name, strings.Join(r.Inputs, ", "), got)
+	if !slices.Contains(r.Inputs, got) {
+		how := ""
+		if isText(input) {
+			for _, t := range r.Inputs {
+				if declarable[t] == t {
+					how = fmt.Sprintf("; to take the text as %s, declare it: input_type=%s", t, t)
+					break
+				}
+			}
+		}
+		if declared != "" {
+			return nil, fmt.Errorf("%w: %s accepts %s, not %s (declared by input_type)", ErrUnsupportedInput, r.Name, strings.Join(r.Inputs, ", "), got)
+		}
+		return nil, fmt.Errorf("%w: %s accepts %s; the input's bytes look like %s (they begin %s)%s", ErrUnsupportedInput, r.Name, strings.Join(r.Inputs, ", "), got, seen(input), how)
 	}
 	if r.check != nil {
 		if err := r.check(input, lim); err != nil {
@@ -214,10 +247,23 @@ func (r *Renderer) Prepare(input []byte, options map[string]any, limits LimitReq
 		}
 	}
 	in := inputFile{Type: got, Path: wire.InputDir + "/input." + extensions[got]}
+	var unpack *wire.Unpack
+	switch {
+	case got == TypeZIP && r.site != nil:
+		entry, err := r.site.check(input, vals.String("entry"), map[string]string{"stylesheet": vals.String("stylesheet")})
+		if err != nil {
+			return nil, err
+		}
+		in.Site, in.Entry = siteDir, entry
+		unpack = &wire.Unpack{Archive: in.Path, Dir: siteDir, MaxFiles: r.site.maxFiles, MaxBytes: r.site.maxBytes}
+	case vals.Has("entry") || vals.Has("stylesheet"):
+		return nil, fmt.Errorf("%w: entry and stylesheet name files of a ZIP or of several file parts; the input is one %s file", ErrInvalidOptions, got)
+	}
 	req, err := r.build(in, vals, lim)
 	if err != nil {
 		return nil, err
 	}
+	req.Unpack = unpack
 	req.Mode = wire.ModeRender
 	req.InputName = path.Base(in.Path)
 	req.InputSize = int64(len(input))
@@ -228,6 +274,17 @@ func (r *Renderer) Prepare(input []byte, options map[string]any, limits LimitReq
 // the API receives them); either may be empty. Each is bounded in size and
 // read key by key: the first unknown key ends the parse.
 func (r *Renderer) PrepareJSON(input []byte, options, limits json.RawMessage) (*Plan, error) {
+	return r.PrepareTyped(input, "", options, limits)
+}
+
+// PrepareTyped is PrepareJSON with the client's declared input type
+// (input_type; "" if none): a declared text type is taken when the bytes
+// are text, any other must agree with them.
+func (r *Renderer) PrepareTyped(input []byte, inputType string, options, limits json.RawMessage) (*Plan, error) {
+	declared, err := ParseDeclared(inputType)
+	if err != nil {
+		return nil, err
+	}
 	opts, err := r.DecodeOptions(options)
 	if err != nil {
 		return nil, err
@@ -236,5 +293,5 @@ func (r *Renderer) PrepareJSON(input []byte, options, limits json.RawMessage) (*
 	if err != nil {
 		return nil, err
 	}
-	return r.Prepare(input, opts, lim)
+	return r.prepare(input, declared, opts, lim)
 }

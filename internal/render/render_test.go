@@ -28,8 +28,22 @@ func TestSniff(t *testing.T) {
 		{"svg with doctype subset", []byte("<?xml version=\"1.0\"?>\n<!DOCTYPE svg [<!ENTITY a \"b\">]>\n<!-- c -->\n<svg>"), render.TypeSVG},
 		{"html", samples.HTML("a", "b"), render.TypeHTML},
 		{"html fragment", []byte("<h1>hi</h1>"), render.TypeHTML},
+		{"meta charset first", []byte("<meta charset=\"utf-8\">\n<p>hi</p>"), render.TypeHTML},
+		{"section fragment", []byte("<section class=a>hi</section>"), render.TypeHTML},
+		{"upper-case tag", []byte("\n  <SECTION>hi</SECTION>"), render.TypeHTML},
+		{"BOM before doctype", []byte("\xef\xbb\xbf<!DOCTYPE html><title>x</title>"), render.TypeHTML},
+		{"comment before doctype", []byte("<!-- generated -->\n<!doctype HTML>"), render.TypeHTML},
+		{"xhtml", []byte("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE html PUBLIC \"-//W3C//DTD XHTML 1.0 Strict//EN\" \"x\">\n<html xmlns=\"http://www.w3.org/1999/xhtml\"></html>"), render.TypeHTML},
+		{"xhtml without doctype", []byte("<?xml version=\"1.0\"?><html xmlns=\"http://www.w3.org/1999/xhtml\"/>"), render.TypeHTML},
+		{"prose then markup", []byte("Quarterly report\n<p>Revenue <b>up</b></p>"), render.TypeHTML},
+		{"prose with a less-than", []byte("a < b and b <c> d"), render.TypeText},
+		{"other xml", []byte("<?xml version=\"1.0\"?><note><to>x</to></note>"), "text/xml"},
+		{"binary with a tag", []byte("x\x00<p>y"), render.TypeUnknown},
 		{"svgfoo is not svg", []byte("<svgfoo/>"), render.TypeText},
-		{"markdown", samples.Markdown("t"), render.TypeText},
+		// Markdown with inline HTML is HTML to a browser too; the
+		// Markdown renderers take both.
+		{"markdown with a script tag", samples.Markdown("t"), render.TypeHTML},
+		{"markdown", []byte("# Title\n\nSome *emphasis* and a [link](https://example.com).\n"), render.TypeText},
 		{"dot", samples.DOT("a", "b"), render.TypeDOT},
 		{"strict graph with comment", []byte("// c\nstrict graph {\n a -- b }"), render.TypeDOT},
 		{"graph-like prose", []byte("graph theory is fun"), render.TypeText},
@@ -200,4 +214,50 @@ func zipWith(name string) []byte {
 	var b bytes.Buffer
 	zipWrite(&b, name)
 	return b.Bytes()
+}
+
+func TestDeclaredInputType(t *testing.T) {
+	t.Parallel()
+	prose := []byte("Quarterly report: revenue up, costs down.\n")
+	csv := []byte("name,amount\nwidgets,12\n")
+	for _, tc := range []struct {
+		name, renderer, declared string
+		in                       []byte
+		want                     string // the plan's input type, or "" for a refusal
+		says                     string // in the refusal
+	}{
+		{"prose refused as html without a declaration", "html-pdf", "", prose, "", "declare"},
+		{"prose declared html", "html-pdf", "text/html", prose, render.TypeHTML, ""},
+		{"declared with utf-8 charset", "html-pdf", "text/html; charset=UTF-8", prose, render.TypeHTML, ""},
+		{"declared latin-1", "html-pdf", "text/html; charset=iso-8859-1", prose, "", "only UTF-8"},
+		{"xhtml declared", "html-png", "application/xhtml+xml", prose, render.TypeHTML, ""},
+		{"markdown declared", "markdown-pdf", "text/markdown", samples.HTML("a", "b"), render.TypeMarkdown, ""},
+		{"csv declared for a renderer without csv", "html-pdf", "text/csv", csv, "", "not text/csv"},
+		{"pdf declared html", "html-pdf", "text/html", samples.PDF("a", 1), "", "not UTF-8 text"},
+		{"pdf declared pdf", "pdf-png", "application/pdf", samples.PDF("a", 1), render.TypePDF, ""},
+		{"text declared pdf", "pdf-png", "application/pdf", prose, "", "only text types can be declared"},
+		{"not a media type", "html-pdf", "html", prose, "", "not a media type"},
+	} {
+		r, err := render.Lookup(tc.renderer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := r.PrepareTyped(tc.in, tc.declared, nil, nil)
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("%s: accepted as %s, want a refusal", tc.name, plan.InputType)
+		case tc.want == "" && (!errors.Is(err, render.ErrUnsupportedInput) || !strings.Contains(err.Error(), tc.says)):
+			t.Errorf("%s: err = %v, want unsupported input saying %q", tc.name, err, tc.says)
+		case tc.want != "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && plan.InputType != tc.want:
+			t.Errorf("%s: input type %s, want %s", tc.name, plan.InputType, tc.want)
+		}
+	}
+	// The refusal says what was seen.
+	r, _ := render.Lookup("html-pdf")
+	_, err := r.PrepareTyped(prose, "", nil, nil)
+	if err == nil || !strings.Contains(err.Error(), `"Quarterly report: revenu"…`) {
+		t.Errorf("refusal %v does not quote the input's first bytes", err)
+	}
 }

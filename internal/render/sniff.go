@@ -70,9 +70,16 @@ func sniff(input []byte) (string, error) {
 		return TypeSVG, nil
 	case isDOT(head):
 		return TypeDOT, nil
+	case isHTML(head):
+		return TypeHTML, nil
 	}
 	t := http.DetectContentType(head)
 	t, _, _ = strings.Cut(t, ";")
+	if t == TypeText && containsHTMLTag(head) && isText(input) {
+		// Text that starts as prose and goes on as markup is HTML as a
+		// browser would take it.
+		return TypeHTML, nil
+	}
 	return t, nil
 }
 

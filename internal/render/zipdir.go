@@ -78,6 +78,24 @@ func readZipEnd(b []byte) (zipEnd, error) {
 // and stops with an ErrInputTooLarge error if the walk finds more entries
 // than the cap (the stated count may lie). It allocates nothing per entry.
 func zipNames(b []byte, fn func(name []byte)) error {
+	return zipEntries(b, func(e *zipEntry) error { fn(e.name); return nil })
+}
+
+// zipEntry is what the central directory says of one entry.
+type zipEntry struct {
+	name   []byte
+	flags  uint16 // bit 0: encrypted
+	method uint16 // 0 stored, 8 deflated
+	// size is the uncompressed size; 0xffffffff when it is in a ZIP64
+	// extra field (an entry over 4 GiB, or one that says it is).
+	size uint32
+	// unixMode is the Unix mode in the external attributes when the
+	// entry was made on Unix, else 0.
+	unixMode uint32
+}
+
+// zipEntries is zipNames with more of each entry; fn's error ends the walk.
+func zipEntries(b []byte, fn func(e *zipEntry) error) error {
 	e, err := readZipEnd(b)
 	if err != nil {
 		return err
@@ -102,7 +120,14 @@ func zipNames(b []byte, fn func(name []byte)) error {
 		if next > len(dir) {
 			return errNotZip
 		}
-		fn(dir[zipDirHeaderLen : zipDirHeaderLen+nameLen])
+		e := zipEntry{name: dir[zipDirHeaderLen : zipDirHeaderLen+nameLen], flags: le.Uint16(dir[8:]),
+			method: le.Uint16(dir[10:]), size: le.Uint32(dir[24:])}
+		if dir[5] == 3 { // made by: Unix
+			e.unixMode = le.Uint32(dir[38:]) >> 16
+		}
+		if err := fn(&e); err != nil {
+			return err
+		}
 		dir = dir[next:]
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strings"
+	"unicode/utf8"
 )
 
 // ErrProtocol means the peer broke the protocol: wrong frame order, bad JSON,
@@ -30,6 +32,31 @@ func ValidName(name string) bool {
 	}
 	for _, r := range name {
 		if r < 0x20 || r == 0x7f || r == '/' || r == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxSitePath bounds a site path's length in bytes.
+const MaxSitePath = 255
+
+// ValidSitePath reports whether name may be a file's path in a job's site
+// (an unpacked archive): relative, clean, "/"-separated, at most 16 levels
+// deep, no component that is empty, "." or "..", and none of the
+// characters that would need escaping in HTML or a URL path (control
+// characters, \ " < > & ' % ? # and back-quote). Other UTF-8 is fine.
+func ValidSitePath(name string) bool {
+	if name == "" || len(name) > MaxSitePath || !utf8.ValidString(name) || strings.Count(name, "/") > 15 {
+		return false
+	}
+	for _, c := range strings.Split(name, "/") {
+		if c == "" || c == "." || c == ".." {
+			return false
+		}
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune("\\\"<>&'%?#`", r) {
 			return false
 		}
 	}
@@ -81,6 +108,9 @@ func ReadRequest(r io.Reader, dst io.Writer, maxInput int64) (*Request, error) {
 				(b.PDF == nil) == (b.Screenshot == nil) {
 				return nil, protoErr("browser request needs an absolute argv[0], a page under /tmp, an output name and exactly one of pdf or screenshot")
 			}
+			if (b.Site != "" && !underTmp(b.Site)) || (b.PagePath != "" && !ValidSitePath(b.PagePath)) {
+				return nil, protoErr("browser request's site must be under /tmp and its page path a site path")
+			}
 		}
 		if o := req.Office; o != nil {
 			if req.Browser != nil {
@@ -89,6 +119,9 @@ func ReadRequest(r io.Reader, dst io.Writer, maxInput int64) (*Request, error) {
 			if path.Clean(o.Input) != o.Input || path.Dir(o.Input) != InputDir || !ValidName(path.Base(o.Input)) || !underTmp(o.OutDir) || o.Format != OfficePDF {
 				return nil, protoErr("office request needs an input file in %s, an output directory under /tmp and the format %q", InputDir, OfficePDF)
 			}
+		}
+		if u := req.Unpack; u != nil && (path.Dir(u.Archive) != InputDir || !underTmp(u.Dir) || u.MaxFiles <= 0 || u.MaxBytes <= 0) {
+			return nil, protoErr("unpack needs an archive in %s, a directory under /tmp and positive bounds", InputDir)
 		}
 		if !ValidName(req.InputName) {
 			return nil, protoErr("input name %q is not a plain file name", req.InputName)

@@ -36,6 +36,9 @@ type Request struct {
 	Browser *Browser `json:"browser,omitempty"`
 	// Office, when set, has LibreOffice convert a document after the steps.
 	Office *Office `json:"office,omitempty"`
+	// Unpack, when set, has the input (a ZIP) unpacked before the steps,
+	// by a process that runs as the renderer.
+	Unpack *Unpack `json:"unpack,omitempty"`
 	// Env is the renderer's whole environment (KEY=value).
 	Env []string `json:"env,omitempty"`
 	// InputName is the file name the input is written to under InputDir.
@@ -61,14 +64,44 @@ type Step struct {
 	Stdout string `json:"stdout,omitempty"`
 }
 
+// Unpack is a ZIP archive to unpack into a directory. Entries are files
+// and directories with names ValidSitePath accepts; anything else (a
+// symlink, an encrypted entry, a name that climbs out) fails the job, as do
+// more than MaxFiles files or MaxBytes bytes, counted as written.
+type Unpack struct {
+	Archive  string `json:"archive"`
+	Dir      string `json:"dir"`
+	MaxFiles int    `json:"max_files"`
+	MaxBytes int64  `json:"max_bytes"`
+}
+
 // Browser is a page for Chromium to load and print or capture. The agent
-// serves Page as the only resource the page can load: every other request
-// (network, file, another job's path) fails.
+// serves Page, and the files under Site if there is one, from the page's
+// own origin: every other request (network, file, another job's path)
+// fails.
 type Browser struct {
 	// Argv is Chromium and its fixed flags; the agent adds the DevTools pipe.
 	Argv []string `json:"argv"`
 	// Page is the HTML file under /tmp to serve as the page.
 	Page string `json:"page"`
+	// Site, when set, is a directory under /tmp whose files the page may
+	// load from its origin, by their paths in it.
+	Site string `json:"site,omitempty"`
+	// PagePath is the page's own path on its origin ("" for "/"): a page
+	// from Site is served at its path there, so its relative links work.
+	PagePath string `json:"page_path,omitempty"`
+	// Wait says what to wait for between the page's load and its print.
+	Wait *Wait `json:"wait,omitempty"`
+	// OmitBackground prints or captures without the default white
+	// background (transparent where the page sets none).
+	OmitBackground bool `json:"omit_background,omitempty"`
+	// SinglePage prints the whole page on one sheet as tall as its content.
+	SinglePage bool `json:"single_page,omitempty"`
+	// FailOnResourceError fails the job when the page asked for anything
+	// it could not have (refused or missing); FailOnConsoleError when it
+	// logged an error or threw an uncaught exception.
+	FailOnResourceError bool `json:"fail_on_resource_error,omitempty"`
+	FailOnConsoleError  bool `json:"fail_on_console_error,omitempty"`
 	// Media is the emulated CSS media type: "print", "screen" or "".
 	Media string `json:"media,omitempty"`
 	// JavaScript disabled when false.
@@ -77,6 +110,16 @@ type Browser struct {
 	Output     string      `json:"output"`
 	PDF        *PDFOptions `json:"pdf,omitempty"`
 	Screenshot *Screenshot `json:"screenshot,omitempty"`
+}
+
+// Wait is what the agent waits for after the page's load event, all within
+// TimeoutMS: first DelayMS, then until Selector matches an element, then
+// until Expression (JavaScript) is true.
+type Wait struct {
+	DelayMS    int    `json:"delay_ms,omitempty"`
+	Selector   string `json:"selector,omitempty"`
+	Expression string `json:"expression,omitempty"`
+	TimeoutMS  int    `json:"timeout_ms"`
 }
 
 // Office formats a conversion may produce.
@@ -108,6 +151,13 @@ type PDFOptions struct {
 	MarginRight       float64 `json:"marginRight"`
 	PageRanges        string  `json:"pageRanges,omitempty"`
 	PreferCSSPageSize bool    `json:"preferCSSPageSize,omitempty"`
+	// Header and footer: templates with the classes date, title, url,
+	// pageNumber and totalPages filled in by Chromium.
+	DisplayHeaderFooter bool   `json:"displayHeaderFooter,omitempty"`
+	HeaderTemplate      string `json:"headerTemplate,omitempty"`
+	FooterTemplate      string `json:"footerTemplate,omitempty"`
+	GenerateOutline     bool   `json:"generateDocumentOutline,omitempty"`
+	GenerateTaggedPDF   bool   `json:"generateTaggedPDF"`
 }
 
 // Screenshot is a capture of the page.
@@ -118,8 +168,17 @@ type Screenshot struct {
 	DeviceScaleFactor float64 `json:"device_scale_factor,omitempty"`
 	Format            string  `json:"format"` // png, jpeg or webp
 	Quality           int     `json:"quality,omitempty"`
+	// Clip, when set, captures only this rectangle of the page, in CSS
+	// pixels; Selector, when set, only the first element it matches.
+	Clip     *Rect  `json:"clip,omitempty"`
+	Selector string `json:"selector,omitempty"`
 	// MaxPixels bounds width × height × scale² of a full-page capture.
 	MaxPixels int64 `json:"max_pixels"`
+}
+
+// Rect is a rectangle in CSS pixels.
+type Rect struct {
+	X, Y, Width, Height float64
 }
 
 // ProbeRequest asks the probe for active checks beyond the passive report.
@@ -171,8 +230,13 @@ type Result struct {
 	DurationMS int64        `json:"duration_ms"`
 	Files      []FileInfo   `json:"files,omitempty"`
 	Probe      *ProbeReport `json:"probe,omitempty"`
-	// Blocked lists the first requests the page made that were refused.
-	Blocked []string `json:"blocked,omitempty"`
+	// Blocked lists the first requests the page made that were refused
+	// (another origin or scheme); Missing the first to its own origin for
+	// files the job does not have; ConsoleErrors the first errors it
+	// logged or threw.
+	Blocked       []string `json:"blocked,omitempty"`
+	Missing       []string `json:"missing,omitempty"`
+	ConsoleErrors []string `json:"console_errors,omitempty"`
 }
 
 // FileInfo lists an output file the agent sent, with its digest.

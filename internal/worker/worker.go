@@ -125,7 +125,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return h.end(ctx, log, p, "failed", "invalid_options", err.Error())
 	}
 	// Validated again here: the worker trusts nothing it reads from Redis.
-	plan, err := r.PrepareJSON(input, p.Options, p.Limits)
+	plan, err := r.PrepareTyped(input, p.InputType, p.Options, p.Limits)
 	if err != nil {
 		return h.end(ctx, log, p, "failed", ErrorCode(err), err.Error())
 	}
@@ -165,7 +165,7 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload,
 		}); err != nil {
 			return err
 		}
-		return h.finish(ctx, log, p, "succeeded", "", "", outs, mode)
+		return h.finish(ctx, log, p, queue.Event{State: "succeeded", Outputs: outs, SandboxMode: mode, Diagnostics: diagnosticsOf(res)})
 	case outcome == sandbox.Canceled && errors.Is(context.Cause(ctx), ErrCanceledByUser):
 		return h.end(ctx, log, p, "canceled", "canceled", "the job was canceled while it ran")
 	case outcome == sandbox.Canceled:
@@ -185,8 +185,20 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload,
 				msg += "\n" + tail(se.Stderr, 2048)
 			}
 		}
-		return h.endIn(ctx, log, p, "failed", string(outcome), msg, mode)
+		return h.endWith(ctx, log, p, queue.Event{State: "failed", ErrorCode: string(outcome), ErrorMessage: msg, SandboxMode: mode, Diagnostics: diagnosticsOf(res)})
 	}
+}
+
+// diagnosticsOf is what the sandbox reported of the page, nil if nothing.
+func diagnosticsOf(res *sandbox.Result) *queue.Diagnostics {
+	if res == nil || res.Response == nil {
+		return nil
+	}
+	r := &res.Response.Result
+	if len(r.Blocked)+len(r.Missing)+len(r.ConsoleErrors) == 0 {
+		return nil
+	}
+	return &queue.Diagnostics{RefusedRequests: r.Blocked, MissingFiles: r.Missing, ConsoleErrors: r.ConsoleErrors}
 }
 
 // run runs the job in a sandbox from the pool when its family has one
@@ -248,15 +260,15 @@ func (h *Handler) storeOutputs(ctx context.Context, job string, retention time.D
 // the error and the task is retried, so that a later attempt reports: a
 // terminal state that never reaches the ledger leaves the job "running"
 // forever.
-func (h *Handler) finish(ctx context.Context, log *slog.Logger, p queue.Payload, state, code, msg string, outs []queue.Output, mode string) error {
-	ev := queue.Event{JobID: p.JobID, State: state, ErrorCode: code, ErrorMessage: msg, Outputs: outs, At: time.Now(), Worker: h.Name, SandboxMode: mode}
+func (h *Handler) finish(ctx context.Context, log *slog.Logger, p queue.Payload, ev queue.Event) error {
+	ev.JobID, ev.At, ev.Worker = p.JobID, time.Now(), h.Name
 	if err := h.withRedis(ctx, log, "reporting the job's result", func(c context.Context) error {
 		return h.Queue.Publish(c, ev)
 	}); err != nil {
-		log.Error("reporting the job's result", "state", state, "err", err)
+		log.Error("reporting the job's result", "state", ev.State, "err", err)
 		return err
 	}
-	log.Info("job finished", "state", state, "error_code", code)
+	log.Info("job finished", "state", ev.State, "error_code", ev.ErrorCode)
 	return nil
 }
 
@@ -269,10 +281,15 @@ func (h *Handler) end(ctx context.Context, log *slog.Logger, p queue.Payload, st
 
 // endIn is end for a job that ran in a sandbox made in mode.
 func (h *Handler) endIn(ctx context.Context, log *slog.Logger, p queue.Payload, state, code, msg, mode string) error {
-	if err := h.finish(ctx, log, p, state, code, msg, nil, mode); err != nil {
+	return h.endWith(ctx, log, p, queue.Event{State: state, ErrorCode: code, ErrorMessage: msg, SandboxMode: mode})
+}
+
+// endWith is end with the whole terminal event.
+func (h *Handler) endWith(ctx context.Context, log *slog.Logger, p queue.Payload, ev queue.Event) error {
+	if err := h.finish(ctx, log, p, ev); err != nil {
 		return err
 	}
-	return fmt.Errorf("job %s %s (%s): %w", state, code, firstLine(msg), asynq.SkipRetry)
+	return fmt.Errorf("job %s %s (%s): %w", ev.State, ev.ErrorCode, firstLine(ev.ErrorMessage), asynq.SkipRetry)
 }
 
 func firstLine(s string) string {

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"archive/zip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"syscall"
+
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// unpackArg runs the agent as the unpacker: a renderer process (it parses
+// the client's archive) that unpacks it, the wire.Unpack as JSON in the
+// next argument. The host checked the archive's directory already; this
+// checks again, and counts what it writes rather than what the directory
+// claims.
+const unpackArg = "--unpack"
+
+// unpackStep is the step that runs the unpacker.
+func unpackStep(u *wire.Unpack) (wire.Step, error) {
+	arg, err := json.Marshal(u)
+	if err != nil {
+		return wire.Step{}, err
+	}
+	return wire.Step{Argv: []string{"/proc/self/exe", unpackArg, string(arg)}}, nil
+}
+
+// unpackChild is the unpacker's side: it exits non-zero with the reason
+// on stderr, which becomes the job's.
+func unpackChild(arg string) {
+	var u wire.Unpack
+	if err := json.Unmarshal([]byte(arg), &u); err != nil {
+		fatal("unpack request: %v", err)
+	}
+	if err := unpack(&u); err != nil {
+		fmt.Fprintf(os.Stderr, "renderbox-unpack: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func unpack(u *wire.Unpack) error {
+	zr, err := zip.OpenReader(u.Archive)
+	if err != nil {
+		return fmt.Errorf("reading the archive: %w", err)
+	}
+	defer zr.Close()
+	if err := os.Mkdir(u.Dir, 0o755); err != nil {
+		return err
+	}
+	files, left := 0, u.MaxBytes
+	for _, f := range zr.File {
+		name := f.Name
+		dir := f.FileInfo().IsDir() || (len(name) > 0 && name[len(name)-1] == '/')
+		if dir {
+			name = name[:max(0, len(name)-1)]
+		}
+		switch {
+		case !wire.ValidSitePath(name):
+			return fmt.Errorf("entry %q: not an acceptable path (relative, no \"..\", no \\ \" < > & ' %% ? # or control characters)", name)
+		case f.Flags&1 != 0:
+			return fmt.Errorf("entry %q is encrypted", name)
+		case f.Mode()&fs.ModeType&^fs.ModeDir != 0:
+			return fmt.Errorf("entry %q is not a file or a directory (%v)", name, f.Mode().Type())
+		}
+		target := filepath.Join(u.Dir, name)
+		if dir {
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+			continue
+		}
+		if files++; files > u.MaxFiles {
+			return fmt.Errorf("the archive holds more than %d files", u.MaxFiles)
+		}
+		if err := os.MkdirAll(path.Dir(target), 0o755); err != nil {
+			return err
+		}
+		n, err := unpackFile(f, target, left)
+		if err != nil {
+			return fmt.Errorf("entry %q: %w", name, err)
+		}
+		left -= n
+	}
+	return nil
+}
+
+// unpackFile writes f to target, at most limit bytes; a name seen before
+// fails (O_EXCL), as does anything but a new regular file (O_NOFOLLOW).
+func unpackFile(f *zip.File, target string, limit int64) (int64, error) {
+	if f.UncompressedSize64 > uint64(limit) {
+		return 0, fmt.Errorf("its %d bytes are over what the archive may unpack to", f.UncompressedSize64)
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	out, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, io.LimitReader(rc, limit+1))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n > limit {
+		err = fmt.Errorf("it unpacks to more than the archive may (%d bytes in all)", limit)
+	}
+	return n, err
+}

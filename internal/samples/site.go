@@ -1,0 +1,68 @@
+package samples
+
+import (
+	"archive/zip"
+	"bytes"
+	"image"
+	"image/color"
+)
+
+// Site is a page and the files it loads, by path, in the order they are
+// sent (the page first).
+type Site struct {
+	Files map[string][]byte
+	Order []string
+}
+
+// Zip packs the site's files, in order, into a ZIP.
+func (s Site) Zip() []byte {
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for _, n := range s.Order {
+		w, err := zw.Create(n)
+		if err != nil {
+			panic(err)
+		}
+		_, _ = w.Write(s.Files[n])
+	}
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+// Report is an HTML report with a linked stylesheet, a PNG, a web font
+// (font, a TrueType file, as "Report Mono" for the title) and a chart its
+// script draws 300 ms after the load. Each leaves a mark in the PDF:
+// the title and "Chart drawn by script" in its text, the font in its fonts,
+// and, printed without margins and rasterised at 96 dpi, the PNG's red at
+// (50, 250), the stylesheet's blue bar (drawn by the script) at (350, 250)
+// and white at (200, 250).
+func Report(font []byte) Site {
+	red := image.NewRGBA(image.Rect(0, 0, 100, 100))
+	for y := 0; y < 100; y++ {
+		for x := 0; x < 100; x++ {
+			red.Set(x, y, color.RGBA{255, 0, 0, 255})
+		}
+	}
+	return Site{
+		Files: map[string][]byte{
+			"index.html": []byte(`<!DOCTYPE html><html><head><meta charset="utf-8">
+<link rel="stylesheet" href="css/report.css"><script src="js/chart.js"></script></head>
+<body><h1 class="title">Quarterly fidelity report</h1>
+<img src="img/red.png" style="position:absolute;left:0;top:200px;width:100px;height:100px">
+<div id="chart"></div></body></html>`),
+			"css/report.css": []byte(`@font-face { font-family: "Report Mono"; src: url("../fonts/report.ttf"); }
+body { margin: 0; }
+h1.title { font-family: "Report Mono"; }
+.bar { position: absolute; left: 300px; top: 200px; width: 100px; height: 100px; background: #0000ff; }`),
+			"js/chart.js": []byte(`window.addEventListener("load", () => setTimeout(() => {
+  const c = document.getElementById("chart");
+  c.innerHTML = '<div class="bar"></div><p>Chart drawn by script</p>';
+}, 300));`),
+			"img/red.png":      PNG(red),
+			"fonts/report.ttf": font,
+		},
+		Order: []string{"index.html", "css/report.css", "js/chart.js", "img/red.png", "fonts/report.ttf"},
+	}
+}
