@@ -28,8 +28,9 @@ import (
 //     rather than at the largest.
 //   - The body is capped at the renderer's input limit plus its encoding
 //     and the other fields (bodyLimit), and at -max-body-bytes.
-//   - renderer, options, limits and callback_url are at most maxFieldBytes
-//     each; every field at most once; an unknown one ends the parse.
+//   - renderer, options, limits, callback_url and output_name are at most
+//     maxFieldBytes each; every field at most once; an unknown one ends
+//     the parse. output_name is checked as it is set.
 
 // maxFieldBytes bounds each field but the input, as text.
 const maxFieldBytes = 8 << 10
@@ -241,7 +242,7 @@ func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render
 	return &in.sub, in.renderer, nil
 }
 
-var multipartFields = []string{"renderer", "file", "options", "limits", "callback_url"}
+var multipartFields = []string{"renderer", "file", "options", "limits", "callback_url", "output_name"}
 
 func (in *intake) readMultipart(boundary string) error {
 	mr := multipart.NewReader(in.body, boundary)
@@ -291,11 +292,16 @@ func (in *intake) set(name string, v []byte) error {
 		in.sub.Limits = v
 	case "callback_url":
 		in.sub.CallbackURL = string(v)
+	case "output_name":
+		if err := render.CheckOutputName(string(v)); err != nil {
+			return fmt.Errorf("%w: %v", errBadRequest, err)
+		}
+		in.sub.OutputName = string(v)
 	}
 	return nil
 }
 
-var jsonFields = []string{"renderer", "input_base64", "options", "limits", "callback_url"}
+var jsonFields = []string{"renderer", "input_base64", "options", "limits", "callback_url", "output_name"}
 
 // readJSON reads {"renderer": …, "input_base64": …, …} as a stream: the
 // base64 string is decoded as it is read, never held as text.
@@ -372,7 +378,7 @@ func (in *intake) readJSONValue(s *jsonScanner, key string) error {
 			return readErr("reading input_base64", err)
 		}
 		return nil
-	case "renderer", "callback_url":
+	case "renderer", "callback_url", "output_name":
 		if c, err := s.next(); err != nil || c != '"' {
 			return fmt.Errorf("%w: %s must be a string", errBadRequest, key)
 		}

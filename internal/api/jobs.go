@@ -27,6 +27,8 @@ type jobView struct {
 	Options  json.RawMessage `json:"options"`
 	Input    inputView       `json:"input"`
 	Attempts int             `json:"attempts"`
+	// OutputName is the client's base name for the outputs, if it gave one.
+	OutputName string `json:"output_name,omitempty"`
 	// SandboxMode: cold, prebooted or restored, once a sandbox ran it.
 	SandboxMode string       `json:"sandbox_mode,omitempty"`
 	CreatedAt   time.Time    `json:"created_at"`
@@ -58,7 +60,7 @@ type outputView struct {
 func view(j ledger.Job) jobView {
 	v := jobView{
 		ID: j.ID, Renderer: j.Renderer, State: string(j.State), Options: j.Options,
-		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize}, Attempts: j.Attempts,
+		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize}, Attempts: j.Attempts, OutputName: j.OutputName,
 		SandboxMode: j.SandboxMode, CreatedAt: j.CreatedAt.UTC(), Outputs: []outputView{},
 	}
 	if len(v.Options) == 0 {
@@ -93,6 +95,7 @@ type submission struct {
 	Options     json.RawMessage
 	Limits      json.RawMessage
 	CallbackURL string
+	OutputName  string // checked by render.CheckOutputName
 }
 
 var errBadRequest = errors.New("bad request")
@@ -161,7 +164,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	limits, _ := json.Marshal(plan.Request)
 	want := ledger.Job{
 		Owner: key.ID, Renderer: rd.Name, Options: opts, Limits: limits, InputSHA256: hex.EncodeToString(sum[:]),
-		InputSize: int64(len(sub.Input)), IdempotencyKey: idem, CallbackURL: sub.CallbackURL,
+		InputSize: int64(len(sub.Input)), IdempotencyKey: idem, CallbackURL: sub.CallbackURL, OutputName: sub.OutputName,
 	}
 	job, created, err := s.Ledger.CreateJob(ctx, want)
 	if err != nil {
@@ -205,7 +208,7 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	// turn with other keys' jobs (see RunQueue).
 	err := s.Queue.Submit(ctx, queue.Payload{
 		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: job.Options, Limits: job.Limits,
-		Accepted: job.CreatedAt,
+		OutputName: job.OutputName, Accepted: job.CreatedAt,
 	}, int64(len(sub.Input)), timeout, s.Limits.MaxRetry)
 	if err == nil {
 		s.wakeDispatcher()

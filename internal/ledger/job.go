@@ -17,6 +17,7 @@ type Job struct {
 	InputSHA256    string          // hex digest of the input bytes
 	InputSize      int64
 	CallbackURL    string
+	OutputName     string // the client's base name for the outputs; "" keeps the renderer's
 	IdempotencyKey string // "" when the client sent none
 
 	State        State

@@ -41,6 +41,9 @@ type Payload struct {
 	Renderer string          `json:"renderer"`
 	Options  json.RawMessage `json:"options,omitempty"`
 	Limits   json.RawMessage `json:"limits,omitempty"`
+	// OutputName is the client's validated base name for the outputs
+	// ("" keeps the renderer's names); the worker checks it again.
+	OutputName string `json:"output_name,omitempty"`
 	// Accepted is when the API accepted the job (for queue-wait metrics).
 	Accepted time.Time `json:"accepted"`
 	// Retention is how long the job's outputs are kept: the API's
