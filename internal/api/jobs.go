@@ -344,13 +344,8 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	blob, err := s.Queue.OpenBlob(r.Context(), queue.OutputKey(job.ID, name))
-	if errors.Is(err, queue.ErrNoBlob) {
-		problem(w, http.StatusGone, "output_expired", "the output is past its retention and was deleted")
-		return
-	}
 	if err != nil {
-		w.Header().Set("Retry-After", "5")
-		problem(w, http.StatusServiceUnavailable, "unavailable", "the blob store is unreachable; retry later")
+		blobProblem(w, name, err)
 		return
 	}
 	w.Header().Set("Content-Type", out.MediaType)
@@ -365,6 +360,18 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {
 	// ServeContent streams the blob a chunk at a time and answers Range,
 	// If-Range, If-None-Match and HEAD.
 	http.ServeContent(&rangeProblem{ResponseWriter: w}, r, "", job.FinishedAt, blob)
+}
+
+// blobProblem answers an output that could not be opened: past its
+// retention (410), or the blob store down (503). A single download and
+// outputs.zip answer alike.
+func blobProblem(w http.ResponseWriter, name string, err error) {
+	if errors.Is(err, queue.ErrNoBlob) {
+		problem(w, http.StatusGone, "output_expired", "the output "+strconv.Quote(name)+" is past its retention and was deleted")
+		return
+	}
+	w.Header().Set("Retry-After", "5")
+	problem(w, http.StatusServiceUnavailable, "unavailable", "the blob store is unreachable; retry later")
 }
 
 // rangeProblem turns http.ServeContent's plain-text 416 into a problem.

@@ -1,17 +1,23 @@
 package e2e
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/samples"
 )
 
@@ -157,5 +163,167 @@ func TestForgedOutputNameFailsTheJob(t *testing.T) {
 	}
 	if keys, _ := rdb.Keys(ctx, "renderbox:blob:"+j.ID+":out:*").Result(); len(keys) != 0 {
 		t.Errorf("outputs written for the forged job: %v", keys)
+	}
+}
+
+// maxZipGrowth bounds what five downloads of a job's ZIP (one whole, four
+// slow at once) may add to the API's memory: measured 6.3–7.7 MiB for 51 MiB
+// of outputs, and 38 MiB while each download kept every read output's
+// last chunk; holding the outputs would take their size each.
+const maxZipGrowth = 16 << 20
+
+// GET …/outputs.zip streams every output of a succeeded job as one ZIP
+// whose entries are the single downloads byte for byte, without holding
+// the outputs in the API's memory; it answers as a single download does
+// for another key's job, a job without outputs and an expired output.
+func TestOutputsZip(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	c := s.client
+	key, other := s.key("zipper"), s.key("other")
+
+	// Twenty pages of noise at 100 dpi: 2.8 MB of PNG each, near the
+	// renderer's 64 MiB of outputs.
+	r, big := submitFields(t, c, key, "pdf-png", samples.NoisePDF(20, 850, 1100, 13),
+		map[string]any{"options": map[string]any{"dpi": 100}, "output_name": "scan"}, "?wait=60", nil)
+	if r.Status != 200 || big.State != "succeeded" || len(big.Outputs) != 20 {
+		t.Fatalf("pdf-png of twenty noisy pages: %d %s with %d outputs (%+v), want succeeded with twenty", r.Status, big.State, len(big.Outputs), big.Error)
+	}
+	var total int64
+	for _, o := range big.Outputs {
+		total += o.Size
+	}
+	singles := downloadAll(t, c, key, big)
+	zipURL := "/v1/jobs/" + big.ID + "/outputs.zip"
+
+	var whole *response
+	grew := s.apiMemoryGrowth(func() {
+		whole = c.do("GET", zipURL, key, "", nil, nil)
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if n, err := slowZipDownload(s.base+zipURL, key); err != nil || n != int64(len(whole.Body)) {
+					t.Errorf("slow reader %d: %d bytes, %v; want the %d of the whole ZIP", i, n, err, len(whole.Body))
+				}
+			}()
+		}
+		wg.Wait()
+	})
+	t.Logf("five downloads of a ZIP of %d outputs, %s: the API's peak memory grew %s", len(big.Outputs), mib(total), mib(grew))
+	if grew > maxZipGrowth {
+		t.Errorf("the API's memory grew %s during five downloads of a %s ZIP, want < %s", mib(grew), mib(total), mib(maxZipGrowth))
+	}
+	checkZip(t, whole, "scan.zip", big, singles)
+
+	// A job without output_name: its ZIP is named after it; text deflated.
+	r, svg := submitFields(t, c, key, "dot-svg", samples.DOT("a", "b"), nil, "?wait=60", nil)
+	if r.Status != 200 || svg.State != "succeeded" {
+		t.Fatalf("dot-svg: %d %s", r.Status, svg.State)
+	}
+	z := checkZip(t, c.do("GET", "/v1/jobs/"+svg.ID+"/outputs.zip", key, "", nil, nil), svg.ID+".zip", svg, downloadAll(t, c, key, svg))
+	if z != nil && z.File[0].Method != zip.Deflate {
+		t.Errorf("output.svg is stored with method %d, want deflated", z.File[0].Method)
+	}
+
+	r, failed := submitFields(t, c, key, "dot-svg", samples.DOT("a"), map[string]any{"limits": map[string]any{"timeout_seconds": 0.001}}, "?wait=60", nil)
+	if r.Status != 200 || failed.State != "failed" {
+		t.Fatalf("a job with a 1 ms timeout: %d %s, want failed", r.Status, failed.State)
+	}
+	for _, tc := range []struct {
+		what, path, key string
+		status          int
+		code            string
+	}{
+		{"a failed job", "/v1/jobs/" + failed.ID + "/outputs.zip", key, 404, "not_found"},
+		{"another key's job", zipURL, other, 404, "not_found"},
+		{"no such job", "/v1/jobs/job_nope/outputs.zip", key, 404, "not_found"},
+		{"no key", zipURL, "", 401, ""},
+	} {
+		r := c.do("GET", tc.path, tc.key, "", nil, nil)
+		if r.Status != tc.status || tc.code != "" && r.problemCode(t) != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", tc.what, r.Status, tail(r.Body), tc.status, tc.code)
+		}
+		if tc.status == 404 && r.Header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: Content-Type %q, want a problem", tc.what, r.Header.Get("Content-Type"))
+		}
+	}
+
+	// An output past its retention: the ZIP is 410, as the output is.
+	rdb := redis.NewClient(&redis.Options{Addr: s.redis})
+	defer rdb.Close()
+	if err := rdb.Del(context.Background(), queue.OutputKey(big.ID, big.Outputs[4].Name)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{zipURL, big.Outputs[4].URL} {
+		if r := c.do("GET", path, key, "", nil, nil); r.Status != 410 || r.problemCode(t) != "output_expired" {
+			t.Errorf("GET %s with an expired output: %d %s, want 410 output_expired", path, r.Status, tail(r.Body))
+		}
+	}
+}
+
+// checkZip checks a ZIP download of job j: its headers, and entries that
+// are j's outputs in order, byte for byte as downloaded alone, with their
+// digests, dated when the job finished.
+func checkZip(t *testing.T, r *response, filename string, j jobJSON, singles map[string][]byte) *zip.Reader {
+	t.Helper()
+	if r.Status != 200 || r.Header.Get("Content-Type") != "application/zip" ||
+		r.Header.Get("Content-Disposition") != "attachment; filename="+filename {
+		t.Errorf("GET outputs.zip: %d, Content-Type %q, Content-Disposition %q; want 200 application/zip, attachment; filename=%s",
+			r.Status, r.Header.Get("Content-Type"), r.Header.Get("Content-Disposition"), filename)
+		return nil
+	}
+	z, err := zip.NewReader(bytes.NewReader(r.Body), int64(len(r.Body)))
+	if err != nil {
+		t.Errorf("outputs.zip of %d bytes does not read as a ZIP: %v", len(r.Body), err)
+		return nil
+	}
+	if len(z.File) != len(j.Outputs) {
+		t.Errorf("outputs.zip has %d entries, want the job's %d outputs", len(z.File), len(j.Outputs))
+		return z
+	}
+	for i, f := range z.File {
+		o := j.Outputs[i]
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(rc) // the CRC is checked at the end
+		rc.Close()
+		sum := sha256.Sum256(data)
+		if err != nil || f.Name != o.Name || !bytes.Equal(data, singles[o.Name]) || hex.EncodeToString(sum[:]) != o.SHA256 {
+			t.Errorf("entry %d: %s of %d bytes (%v), want %s, the %d bytes of its download with sha256 %s", i, f.Name, len(data), err, o.Name, o.Size, o.SHA256)
+		}
+		if !f.Modified.Equal(j.FinishedAt.Truncate(time.Second)) {
+			t.Errorf("entry %s is dated %v, want the job's end %v", f.Name, f.Modified, j.FinishedAt)
+		}
+	}
+	return z
+}
+
+// slowZipDownload reads a ZIP at about 20 MiB/s and returns its length.
+func slowZipDownload(url, key string) (int64, error) {
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	buf := make([]byte, 64<<10)
+	var n int64
+	for {
+		k, err := io.ReadFull(resp.Body, buf)
+		n += int64(k)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		time.Sleep(3 * time.Millisecond)
 	}
 }
