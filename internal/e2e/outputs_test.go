@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -326,4 +327,81 @@ func slowZipDownload(url, key string) (int64, error) {
 		}
 		time.Sleep(3 * time.Millisecond)
 	}
+}
+
+// forged is an output written by a test in place of a worker.
+type forged struct {
+	name, mediaType string
+	data            []byte
+}
+
+// forgeOutputs ends job id the way a worker would: each output a blob in
+// Redis, then a succeeded event that the API applies to the ledger.
+func forgeOutputs(t *testing.T, s *stack, id string, outs ...forged) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: s.redis})
+	defer rdb.Close()
+	q := queue.New(rdb, time.Hour)
+	ctx := context.Background()
+	var listed []queue.Output
+	for _, o := range outs {
+		if err := q.PutBlob(ctx, queue.OutputKey(id, o.name), o.data); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(o.data)
+		listed = append(listed, queue.Output{Name: o.name, Size: int64(len(o.data)), SHA256: hex.EncodeToString(sum[:]), MediaType: o.mediaType})
+	}
+	for _, state := range []string{"running", "succeeded"} {
+		ev := queue.Event{JobID: id, State: state, At: time.Now()}
+		if state == "succeeded" {
+			ev.Outputs = listed
+		}
+		if err := q.Publish(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// An output that expires while its ZIP streams (after the 200 went out)
+// cuts the connection: the client sees a broken download, never a ZIP
+// that ends early as if whole.
+func TestOutputsZipCutWhenAnOutputVanishes(t *testing.T) {
+	s := newStack(t, stackOpts{noWorker: true})
+	key := s.key("cut")
+	id := submitOK(t, s.client, key, "dot-svg", samples.DOT("a"))
+	first := make([]byte, 32<<20)
+	_, _ = rand.NewChaCha8([32]byte{2}).Read(first)
+	forgeOutputs(t, s, id, forged{"a.png", "image/png", first}, forged{"b.png", "image/png", []byte("second")})
+	waitEnded(t, s.client, key, id, 10*time.Second)
+
+	req, _ := http.NewRequest("GET", s.base+"/v1/jobs/"+id+"/outputs.zip", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("outputs.zip: %d, want 200", resp.StatusCode)
+	}
+	// The API is still writing a.png when b.png goes.
+	var got bytes.Buffer
+	if _, err := io.CopyN(&got, resp.Body, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: s.redis})
+	defer rdb.Close()
+	if err := rdb.Del(context.Background(), queue.OutputKey(id, "b.png")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.Copy(&got, resp.Body)
+	if err == nil {
+		t.Errorf("the download of %d bytes ended cleanly, want a cut connection", got.Len())
+	}
+	if _, zerr := zip.NewReader(bytes.NewReader(got.Bytes()), int64(got.Len())); zerr == nil {
+		t.Errorf("the %d bytes read as a whole ZIP", got.Len())
+	}
+	waitFor(t, "the API to log the cut download", 5*time.Second, func() bool {
+		return strings.Contains(s.api.output(), "streaming outputs.zip")
+	})
 }
