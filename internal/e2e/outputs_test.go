@@ -168,7 +168,7 @@ func TestForgedOutputNameFailsTheJob(t *testing.T) {
 }
 
 // maxZipGrowth bounds what five downloads of a job's ZIP (one whole, four
-// slow at once) may add to the API's memory: measured 6.3–7.7 MiB for 51 MiB
+// slow at once) may add to the API's memory: measured 5.3–7.7 MiB for 51 MiB
 // of outputs, and 38 MiB while each download kept every read output's
 // last chunk; holding the outputs would take their size each.
 const maxZipGrowth = 16 << 20
