@@ -152,6 +152,7 @@ func (s *Server) Handler() http.Handler {
 		r.Delete("/v1/jobs/{id}", s.cancelJob)
 		r.Get("/v1/jobs/{id}/outputs/{name}", s.getOutput)
 		r.Head("/v1/jobs/{id}/outputs/{name}", s.getOutput)
+		r.Get("/v1/jobs/{id}/outputs.zip", s.getOutputsZip)
 		r.Get("/v1/webhook-secret", s.webhookSecret)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

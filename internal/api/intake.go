@@ -31,8 +31,9 @@ import (
 //     rather than at the largest.
 //   - The body is capped at the renderer's input limit plus its encoding
 //     and the other fields (bodyLimit), and at -max-body-bytes.
-//   - renderer, options, limits and callback_url are at most maxFieldBytes
-//     each; every field at most once; an unknown one ends the parse.
+//   - renderer, options, limits, callback_url and output_name are at most
+//     maxFieldBytes each; every field at most once; an unknown one ends
+//     the parse. output_name is checked as it is set.
 
 // maxFieldBytes bounds each field but the input, as text.
 const maxFieldBytes = 8 << 10
@@ -249,7 +250,7 @@ func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render
 	return &in.sub, in.renderer, nil
 }
 
-var multipartFields = []string{"renderer", "file", "input_type", "options", "limits", "callback_url"}
+var multipartFields = []string{"renderer", "file", "input_type", "options", "limits", "callback_url", "output_name"}
 
 func (in *intake) readMultipart(boundary string) error {
 	mr := multipart.NewReader(in.body, boundary)
@@ -376,6 +377,11 @@ func (in *intake) set(name string, v []byte) error {
 		in.sub.CallbackURL = string(v)
 	case "input_type":
 		in.sub.InputType = string(v)
+	case "output_name":
+		if err := render.CheckOutputName(string(v)); err != nil {
+			return fmt.Errorf("%w: %v", errBadRequest, err)
+		}
+		in.sub.OutputName = string(v)
 	}
 	return nil
 }
@@ -393,7 +399,7 @@ func partType(ct string) string {
 	return t
 }
 
-var jsonFields = []string{"renderer", "input_base64", "input_type", "options", "limits", "callback_url"}
+var jsonFields = []string{"renderer", "input_base64", "input_type", "options", "limits", "callback_url", "output_name"}
 
 // readJSON reads {"renderer": …, "input_base64": …, …} as a stream: the
 // base64 string is decoded as it is read, never held as text.
@@ -470,7 +476,7 @@ func (in *intake) readJSONValue(s *jsonScanner, key string) error {
 			return readErr("reading input_base64", err)
 		}
 		return nil
-	case "renderer", "callback_url", "input_type":
+	case "renderer", "callback_url", "input_type", "output_name":
 		if c, err := s.next(); err != nil || c != '"' {
 			return fmt.Errorf("%w: %s must be a string", errBadRequest, key)
 		}

@@ -26,6 +26,9 @@ func fuzzRead(t *testing.T, contentType string, body []byte) (*submission, *rend
 	if len(sub.Options) > maxFieldBytes || len(sub.Limits) > maxFieldBytes || len(sub.CallbackURL) > maxFieldBytes {
 		t.Fatalf("accepted fields over %d bytes", maxFieldBytes)
 	}
+	if err := render.CheckOutputName(sub.OutputName); err != nil {
+		t.Fatalf("accepted output_name %q: %v", sub.OutputName, err)
+	}
 	return sub, rd, nil
 }
 
@@ -34,7 +37,8 @@ func fuzzRead(t *testing.T, contentType string, body []byte) (*submission, *rend
 func FuzzJSONIntake(f *testing.F) {
 	for _, s := range []string{
 		`{"renderer":"dot-svg","input_base64":"ZGlncmFwaCB7IGEgLT4gYiB9"}`,
-		`{"input_base64":"ZGln\/cmFw\naA==","renderer":"d\u006ft-svg","options":{"layout":"neato"},"limits":{"timeout_seconds":5},"callback_url":"https://h.example/\u00e9"}`,
+		`{"input_base64":"ZGln\/cmFw\naA==","renderer":"d\u006ft-svg","options":{"layout":"neato"},"limits":{"timeout_seconds":5},"callback_url":"https://h.example/\u00e9","output_name":"r\u0065port-1.v2"}`,
+		`{"renderer":"dot-svg","input_base64":"","output_name":"../x"}`,
 		` { "renderer" : "pdf-png" , "input_base64" : "" , "options" : null } `,
 		`{"renderer":"svg-png","input_base64":"PHN2Zy8+","options":[1,{"a":"}"}],"limits":"x"}`,
 		`{"renderer":"svg-png","input_base64":"PHN2Zy8+","renderer":"x"}`,
@@ -54,6 +58,7 @@ func FuzzJSONIntake(f *testing.F) {
 			Options     json.RawMessage `json:"options"`
 			Limits      json.RawMessage `json:"limits"`
 			CallbackURL string          `json:"callback_url"`
+			OutputName  string          `json:"output_name"`
 		}
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
@@ -64,8 +69,8 @@ func FuzzJSONIntake(f *testing.F) {
 		if err != nil || !bytes.Equal(input, sub.Input) {
 			t.Fatalf("input %q, encoding/json and base64 read %q (%v)", sub.Input, input, err)
 		}
-		if js.Renderer != sub.Renderer || js.CallbackURL != sub.CallbackURL {
-			t.Fatalf("renderer %q callback %q, encoding/json read %q %q", sub.Renderer, sub.CallbackURL, js.Renderer, js.CallbackURL)
+		if js.Renderer != sub.Renderer || js.CallbackURL != sub.CallbackURL || js.OutputName != sub.OutputName {
+			t.Fatalf("renderer %q callback %q output_name %q, encoding/json read %q %q %q", sub.Renderer, sub.CallbackURL, sub.OutputName, js.Renderer, js.CallbackURL, js.OutputName)
 		}
 		for _, p := range [][2][]byte{{sub.Options, js.Options}, {sub.Limits, js.Limits}} {
 			var a, b bytes.Buffer
@@ -88,6 +93,7 @@ func FuzzMultipartIntake(f *testing.F) {
 		file + part("renderer", "dot-svg") + part("options", `{"layout":"dot"}`) + part("limits", `{}`) + "--b--\r\n",
 		part("renderer", "dot-svg") + part("renderer", "dot-png") + file + "--b--\r\n",
 		part("callback_url", "https://h.example/") + file + "--b--",
+		part("output_name", "report") + part("renderer", "dot-svg") + file + part("output_name", "x") + "--b--\r\n",
 		"--b\r\nContent-Disposition: form-data; name=\"file\"\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\na=3Db\r\n--b--\r\n",
 	} {
 		f.Add([]byte(s))

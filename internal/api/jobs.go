@@ -27,6 +27,8 @@ type jobView struct {
 	Options  json.RawMessage `json:"options"`
 	Input    inputView       `json:"input"`
 	Attempts int             `json:"attempts"`
+	// OutputName is the client's base name for the outputs, if it gave one.
+	OutputName string `json:"output_name,omitempty"`
 	// SandboxMode: cold, prebooted or restored, once a sandbox ran it.
 	SandboxMode string       `json:"sandbox_mode,omitempty"`
 	CreatedAt   time.Time    `json:"created_at"`
@@ -62,7 +64,7 @@ type outputView struct {
 func view(j ledger.Job) jobView {
 	v := jobView{
 		ID: j.ID, Renderer: j.Renderer, State: string(j.State), Options: j.Options,
-		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize, Type: j.InputType}, Attempts: j.Attempts,
+		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize, Type: j.InputType}, Attempts: j.Attempts, OutputName: j.OutputName,
 		SandboxMode: j.SandboxMode, CreatedAt: j.CreatedAt.UTC(), Outputs: []outputView{}, Diagnostics: j.Diagnostics,
 	}
 	if len(v.Options) == 0 {
@@ -100,6 +102,7 @@ type submission struct {
 	// InputType is the client's input_type; PartType the file part's
 	// Content-Type when it names a declarable text type.
 	InputType, PartType string
+	OutputName          string // checked by render.CheckOutputName
 }
 
 var errBadRequest = errors.New("bad request")
@@ -175,6 +178,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	want := ledger.Job{
 		Owner: key.ID, Renderer: rd.Name, Options: opts, Limits: limits, InputSHA256: hex.EncodeToString(sum[:]),
 		InputSize: int64(len(sub.Input)), InputType: plan.InputType, IdempotencyKey: idem, CallbackURL: sub.CallbackURL,
+		OutputName: sub.OutputName,
 	}
 	job, created, err := s.Ledger.CreateJob(ctx, want)
 	if err != nil {
@@ -218,7 +222,7 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	// turn with other keys' jobs (see RunQueue).
 	err := s.Queue.Submit(ctx, queue.Payload{
 		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: job.Options, Limits: job.Limits,
-		InputType: sub.InputType, Accepted: job.CreatedAt,
+		InputType: sub.InputType, OutputName: job.OutputName, Accepted: job.CreatedAt,
 	}, int64(len(sub.Input)), timeout, s.Limits.MaxRetry)
 	if err == nil {
 		s.wakeDispatcher()
@@ -354,13 +358,8 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	blob, err := s.Queue.OpenBlob(r.Context(), queue.OutputKey(job.ID, name))
-	if errors.Is(err, queue.ErrNoBlob) {
-		problem(w, http.StatusGone, "output_expired", "the output is past its retention and was deleted")
-		return
-	}
 	if err != nil {
-		w.Header().Set("Retry-After", "5")
-		problem(w, http.StatusServiceUnavailable, "unavailable", "the blob store is unreachable; retry later")
+		blobProblem(w, name, err)
 		return
 	}
 	w.Header().Set("Content-Type", out.MediaType)
@@ -375,6 +374,18 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {
 	// ServeContent streams the blob a chunk at a time and answers Range,
 	// If-Range, If-None-Match and HEAD.
 	http.ServeContent(&rangeProblem{ResponseWriter: w}, r, "", job.FinishedAt, blob)
+}
+
+// blobProblem answers an output that could not be opened: past its
+// retention (410), or the blob store down (503). A single download and
+// outputs.zip answer alike.
+func blobProblem(w http.ResponseWriter, name string, err error) {
+	if errors.Is(err, queue.ErrNoBlob) {
+		problem(w, http.StatusGone, "output_expired", "the output "+strconv.Quote(name)+" is past its retention and was deleted")
+		return
+	}
+	w.Header().Set("Retry-After", "5")
+	problem(w, http.StatusServiceUnavailable, "unavailable", "the blob store is unreachable; retry later")
 }
 
 // rangeProblem turns http.ServeContent's plain-text 416 into a problem.

@@ -53,9 +53,19 @@ func (j jobJSON) terminal() bool {
 
 func submitJSON(t *testing.T, c *client, key, renderer string, input []byte, options any, query string, hdr map[string]string) (*response, jobJSON) {
 	t.Helper()
-	body := map[string]any{"renderer": renderer, "input_base64": base64.StdEncoding.EncodeToString(input)}
+	fields := map[string]any{}
 	if options != nil {
-		body["options"] = options
+		fields["options"] = options
+	}
+	return submitFields(t, c, key, renderer, input, fields, query, hdr)
+}
+
+// submitFields submits a JSON job with fields beside its renderer and input.
+func submitFields(t *testing.T, c *client, key, renderer string, input []byte, fields map[string]any, query string, hdr map[string]string) (*response, jobJSON) {
+	t.Helper()
+	body := map[string]any{"renderer": renderer, "input_base64": base64.StdEncoding.EncodeToString(input)}
+	for k, v := range fields {
+		body[k] = v
 	}
 	b, _ := json.Marshal(body)
 	r := c.do("POST", "/v1/jobs"+query, key, "application/json", b, hdr)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -18,9 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/samples"
 )
 
@@ -293,22 +289,7 @@ func TestOutputsAreStreamedWithRange(t *testing.T) {
 	rng := rand.NewChaCha8([32]byte{1})
 	_, _ = rng.Read(data)
 	sum := sha256.Sum256(data)
-	rdb := redis.NewClient(&redis.Options{Addr: s.redis})
-	defer rdb.Close()
-	q := queue.New(rdb, time.Hour)
-	ctx := context.Background()
-	if err := q.PutBlob(ctx, queue.OutputKey(id, "output.svg"), data); err != nil {
-		t.Fatal(err)
-	}
-	for _, state := range []string{"running", "succeeded"} {
-		ev := queue.Event{JobID: id, State: state, At: time.Now()}
-		if state == "succeeded" {
-			ev.Outputs = []queue.Output{{Name: "output.svg", Size: size, SHA256: hex.EncodeToString(sum[:]), MediaType: "image/svg+xml"}}
-		}
-		if err := q.Publish(ctx, ev); err != nil {
-			t.Fatal(err)
-		}
-	}
+	forgeOutputs(t, s, id, forged{"output.svg", "image/svg+xml", data})
 	j := waitEnded(t, c, key, id, 10*time.Second)
 	if j.State != "succeeded" || len(j.Outputs) != 1 {
 		t.Fatalf("the job is %s with %d outputs, want succeeded with one", j.State, len(j.Outputs))

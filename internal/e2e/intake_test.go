@@ -338,7 +338,7 @@ func TestIdempotencyKeyBoundsAndConflicts(t *testing.T) {
 		}
 	}
 	idem := strings.Repeat("k", 255)
-	first := `,"options":{"layout":"neato"},"limits":{"timeout_seconds":5},"callback_url":"https://hooks.example.com/a"`
+	first := `,"options":{"layout":"neato"},"limits":{"timeout_seconds":5},"callback_url":"https://hooks.example.com/a","output_name":"report"`
 	r := submit(idem, "dot-svg", in, first)
 	if r.Status != 202 {
 		t.Fatalf("a 255-character Idempotency-Key: %d %s, want 202", r.Status, tail(r.Body))
@@ -346,7 +346,7 @@ func TestIdempotencyKeyBoundsAndConflicts(t *testing.T) {
 	var a jobJSON
 	r.json(t, &a)
 	// The same request spelled differently is the same request.
-	same := `,"limits":{"timeout_seconds":5.0},"options":{ "layout" : "neato" },"callback_url":"https://hooks.example.com/a"`
+	same := `,"output_name":"report","limits":{"timeout_seconds":5.0},"options":{ "layout" : "neato" },"callback_url":"https://hooks.example.com/a"`
 	if r := submit(idem, "dot-svg", in, same); r.Status != 200 && r.Status != 202 || !strings.Contains(string(r.Body), a.ID) {
 		t.Errorf("an identical replay: %d %s, want the first job %s", r.Status, tail(r.Body), a.ID)
 	}
@@ -361,6 +361,8 @@ func TestIdempotencyKeyBoundsAndConflicts(t *testing.T) {
 		{"limits", "dot-svg", in, strings.Replace(first, `,"limits":{"timeout_seconds":5}`, "", 1)},
 		{"input", "dot-svg", samples.DOT("a", "c"), first},
 		{"callback_url", "dot-svg", in, strings.Replace(first, "/a", "/b", 1)},
+		{"output_name", "dot-svg", in, strings.Replace(first, `"report"`, `"summary"`, 1)},
+		{"output_name", "dot-svg", in, strings.Replace(first, `,"output_name":"report"`, "", 1)},
 	} {
 		if r := submit(idem, tc.renderer, tc.input, tc.extra); r.Status != 422 || r.problemCode(t) != "idempotency_conflict" || !strings.Contains(string(r.Body), tc.what) {
 			t.Errorf("a replay with other %s: %d %s, want 422 idempotency_conflict naming it", tc.what, r.Status, tail(r.Body))

@@ -25,8 +25,8 @@ func CheckIdempotencyKey(k string) error {
 
 // Differs names the first thing, other than the idempotency key, in which
 // a replayed request b differs from the job a it replays ("" when none):
-// renderer, options, limits, input or callback_url. Options and limits
-// compare as the canonical JSON the API records.
+// renderer, options, limits, input, callback_url or output_name. Options
+// and limits compare as the canonical JSON the API records.
 func Differs(a, b Job) string {
 	orEmpty := func(j []byte) []byte {
 		if len(j) == 0 {
@@ -48,6 +48,8 @@ func Differs(a, b Job) string {
 		return "input_type"
 	case a.CallbackURL != b.CallbackURL:
 		return "callback_url"
+	case a.OutputName != b.OutputName:
+		return "output_name"
 	}
 	return ""
 }

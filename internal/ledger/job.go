@@ -18,6 +18,7 @@ type Job struct {
 	InputSize      int64
 	InputType      string // the media type the input was taken as
 	CallbackURL    string
+	OutputName     string // the client's base name for the outputs; "" keeps the renderer's
 	IdempotencyKey string // "" when the client sent none
 
 	State        State

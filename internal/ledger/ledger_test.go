@@ -322,6 +322,7 @@ func TestCreateJob(t *testing.T) {
 		InputSHA256:    strings.Repeat("0f", 32),
 		InputSize:      1234,
 		CallbackURL:    "https://example.com/hook",
+		OutputName:     "invoice-17",
 		IdempotencyKey: "order-17",
 		State:          ledger.StateSucceeded, // ignored: jobs start queued
 		Attempts:       9,                     // ignored
@@ -821,6 +822,34 @@ func TestFilesAreOwnerOnly(t *testing.T) {
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		if _, err := os.Stat(p); err == nil {
 			checkMode(p, 0o600)
+		}
+	}
+}
+
+// A replay is the same request only when everything but the key matches,
+// the client's output names included.
+func TestDiffers(t *testing.T) {
+	t.Parallel()
+	first := ledger.Job{Renderer: "pdf-png", Options: json.RawMessage(`{"dpi":72}`), InputSHA256: "ab", InputSize: 2,
+		CallbackURL: "https://h.example/", OutputName: "scan"}
+	for _, tc := range []struct {
+		change func(*ledger.Job)
+		want   string
+	}{
+		{func(*ledger.Job) {}, ""},
+		{func(j *ledger.Job) { j.IdempotencyKey = "k" }, ""},
+		{func(j *ledger.Job) { j.Renderer = "svg-png" }, "renderer"},
+		{func(j *ledger.Job) { j.Options = json.RawMessage(`{"dpi":73}`) }, "options"},
+		{func(j *ledger.Job) { j.Limits = json.RawMessage(`{"timeout_seconds":5}`) }, "limits"},
+		{func(j *ledger.Job) { j.InputSize = 3 }, "input"},
+		{func(j *ledger.Job) { j.CallbackURL = "" }, "callback_url"},
+		{func(j *ledger.Job) { j.OutputName = "" }, "output_name"},
+		{func(j *ledger.Job) { j.OutputName = "Scan" }, "output_name"},
+	} {
+		replay := first
+		tc.change(&replay)
+		if got := ledger.Differs(first, replay); got != tc.want {
+			t.Errorf("Differs(%+v, %+v) = %q, want %q", first, replay, got, tc.want)
 		}
 	}
 }

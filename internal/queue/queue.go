@@ -43,6 +43,9 @@ type Payload struct {
 	Limits   json.RawMessage `json:"limits,omitempty"`
 	// InputType is the client's declared input type, "" if none.
 	InputType string `json:"input_type,omitempty"`
+	// OutputName is the client's validated base name for the outputs
+	// ("" keeps the renderer's names); the worker checks it again.
+	OutputName string `json:"output_name,omitempty"`
 	// Accepted is when the API accepted the job (for queue-wait metrics).
 	Accepted time.Time `json:"accepted"`
 	// Retention is how long the job's outputs are kept: the API's

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/renderbox/renderbox/internal/wire"
@@ -100,6 +101,59 @@ func (r *Renderer) AcceptOutputs(files []wire.File) ([]Output, error) {
 		outs = append(outs, Output{Name: name, MediaType: want, Data: f.Data})
 	}
 	return outs, nil
+}
+
+// MaxOutputName bounds a client's output_name: with "-100000.webp" after
+// it, a name stays far below file-system and ZIP limits.
+const MaxOutputName = 100
+
+// ErrBadOutputName means an output_name is not a safe base name.
+var ErrBadOutputName = errors.New("output_name is not a safe file name")
+
+// outputNameRe is what an output_name may be: a file name for any file
+// system or ZIP reader, with no path, no hidden file and nothing a
+// Content-Disposition header or a shell would have to quote.
+var outputNameRe = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]*$`)
+
+// CheckOutputName accepts "" (keep the renderer's names) or a base name of
+// letters, digits, '.', '_' and '-', not starting with '.', at most
+// MaxOutputName bytes; anything else wraps ErrBadOutputName.
+func CheckOutputName(name string) error {
+	switch {
+	case name == "":
+		return nil
+	case len(name) > MaxOutputName:
+		return fmt.Errorf("%w: it is %d bytes, more than %d", ErrBadOutputName, len(name), MaxOutputName)
+	case !outputNameRe.MatchString(name):
+		return fmt.Errorf("%w: %q has a character other than letters, digits, '.', '_' and '-', or starts with '.'", ErrBadOutputName, name)
+	}
+	return nil
+}
+
+// NameOutputs renames accepted outputs (see AcceptOutputs) after base, the
+// client's output_name: a renderer that makes one file names it
+// base.<ext> (report.pdf); one that makes several, pdf-png's pages,
+// base-N.<ext> (report-1.png). An empty base keeps the renderer's names.
+// The sandbox still had to produce the renderer's own names; this happens
+// on the host, after they were accepted.
+func (r *Renderer) NameOutputs(outs []Output, base string) ([]Output, error) {
+	if err := CheckOutputName(base); err != nil {
+		return nil, err
+	}
+	if base == "" {
+		return outs, nil
+	}
+	multi := outputRules[r.Name].max > 1
+	named := make([]Output, len(outs))
+	for i, o := range outs {
+		suffix := path.Ext(o.Name)
+		if dash := strings.LastIndexByte(o.Name, '-'); multi && dash >= 0 {
+			suffix = o.Name[dash:] // a published page is page-N.<ext>
+		}
+		o.Name = base + suffix
+		named[i] = o
+	}
+	return named, nil
 }
 
 // isType reports whether b's bytes bear out media type t.

@@ -87,6 +87,60 @@ func TestAcceptOutputsPublishesNamesAndTypesFromTheRenderer(t *testing.T) {
 	}
 }
 
+func TestCheckOutputName(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"", "report", "Q3_report-v1.2", "a", "-x", strings.Repeat("n", render.MaxOutputName)} {
+		if err := render.CheckOutputName(name); err != nil {
+			t.Errorf("CheckOutputName(%q) = %v, want nil", name, err)
+		}
+	}
+	for _, name := range []string{".hidden", "..", "a/b", `a\b`, "a b", "a;b", `a"b`, "é", "a\x00", "a\n", "report\u202Efdp",
+		strings.Repeat("n", render.MaxOutputName+1)} {
+		if err := render.CheckOutputName(name); !errors.Is(err, render.ErrBadOutputName) {
+			t.Errorf("CheckOutputName(%q) = %v, want ErrBadOutputName", name, err)
+		}
+	}
+}
+
+// The client's output_name renames outputs after they were accepted under
+// the renderer's own names.
+func TestNameOutputs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		renderer, base string
+		names, want    []string
+	}{
+		{"html-pdf", "report", []string{"output.pdf"}, []string{"report.pdf"}},
+		{"image-thumbnail", "q3.v2", []string{"thumbnail.webp"}, []string{"q3.v2.webp"}},
+		{"office-pdf", "letter", []string{"output.pdf"}, []string{"letter.pdf"}},
+		{"pdf-png", "scan", []string{"page-1.png", "page-2.png", "page-10.png"}, []string{"scan-1.png", "scan-2.png", "scan-10.png"}},
+		{"pdf-png", "scan", []string{"page-1.jpg"}, []string{"scan-1.jpg"}}, // one page of a multi-file renderer keeps its number
+		{"pdf-png", "", []string{"page-1.png"}, []string{"page-1.png"}},
+	} {
+		r, _ := render.Lookup(tc.renderer)
+		var outs []render.Output
+		for _, n := range tc.names {
+			outs = append(outs, render.Output{Name: n, MediaType: "m", Data: []byte(n)})
+		}
+		named, err := r.NameOutputs(outs, tc.base)
+		if err != nil {
+			t.Fatalf("%s %q: %v", tc.renderer, tc.base, err)
+		}
+		for i, o := range named {
+			if o.Name != tc.want[i] || string(o.Data) != tc.names[i] || o.MediaType != "m" {
+				t.Errorf("%s %q: output %d = %s, want %s with its bytes and type", tc.renderer, tc.base, i, o.Name, tc.want[i])
+			}
+		}
+		if outs[0].Name != tc.names[0] {
+			t.Errorf("%s %q: NameOutputs changed its argument", tc.renderer, tc.base)
+		}
+	}
+	r, _ := render.Lookup("html-pdf")
+	if named, err := r.NameOutputs([]render.Output{{Name: "output.pdf"}}, "../x"); !errors.Is(err, render.ErrBadOutputName) || named != nil {
+		t.Errorf("NameOutputs with ../x = %v, %v; want ErrBadOutputName and nothing", named, err)
+	}
+}
+
 // Every renderer, the diagnostic ones included, has an output rule.
 func TestEveryRendererHasAnOutputRule(t *testing.T) {
 	t.Parallel()

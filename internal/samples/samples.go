@@ -5,6 +5,7 @@ package samples
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 )
 
@@ -32,6 +33,41 @@ func PDF(text string, pages int) []byte {
 			fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(stream), stream),
 		)
 	}
+	return pdfFile(objs)
+}
+
+// NoisePDF returns a PDF of pages US Letter pages, each filled with the
+// same w×h RGB image of random pixels (from seed): pages that rasterise to
+// large images that do not compress, when w×h is the page's size in
+// pixels at the resolution used (850×1100 at 100 dpi).
+func NoisePDF(pages, w, h int, seed uint64) []byte {
+	px := make([]byte, 3*w*h)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for i := range px {
+		px[i] = byte(rng.Uint32())
+	}
+	// 1: catalog, 2: pages, 3: the image, 4: the content drawing it, then a
+	// page per page.
+	kids := make([]string, pages)
+	for i := range kids {
+		kids[i] = fmt.Sprintf("%d 0 R", 5+i)
+	}
+	draw := "q 612 0 0 792 0 0 cm /Im Do Q"
+	objs := []string{
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), pages),
+		fmt.Sprintf("<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceRGB /BitsPerComponent 8 /Length %d >>\nstream\n%s\nendstream", w, h, len(px), px),
+		fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(draw), draw),
+	}
+	for range pages {
+		objs = append(objs, "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /Im 3 0 R >> >> /Contents 4 0 R >>")
+	}
+	return pdfFile(objs)
+}
+
+// pdfFile numbers objs from 1 and writes them as a PDF whose root is the
+// first.
+func pdfFile(objs []string) []byte {
 	var b bytes.Buffer
 	b.WriteString("%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
 	offsets := make([]int, len(objs))

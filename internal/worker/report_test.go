@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,23 +21,30 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
+// reportHandler is a Handler on the test's Redis, without sandboxes: what
+// report needs, with the renderer named.
+func reportHandler(t *testing.T, renderer string) (*Handler, *redis.Client, *render.Renderer) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t, false)})
+	t.Cleanup(func() { rdb.Close() })
+	r, err := render.Lookup(renderer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Handler{Queue: queue.New(rdb, time.Hour), Logger: slog.New(slog.DiscardHandler), Name: "test"}, rdb, r
+}
+
 // A sandbox that "succeeded" but returned what its renderer does not make
 // (here a page named evil.html instead of its PDF) fails its job as
 // render_failed, is not retried, and nothing it sent is stored in Redis.
 func TestRefusedOutputsAreNotStored(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t, false)})
-	defer rdb.Close()
+	h, rdb, r := reportHandler(t, "html-pdf")
 	ctx := context.Background()
-	h := &Handler{Queue: queue.New(rdb, time.Hour), Logger: slog.New(slog.DiscardHandler), Name: "test"}
-	r, err := render.Lookup("html-pdf")
-	if err != nil {
-		t.Fatal(err)
-	}
 	res := &sandbox.Result{Response: &wire.Response{Files: []wire.File{
 		{Name: "evil.html", Data: []byte("<script>steal()</script>")},
 	}}}
 	p := queue.Payload{JobID: "job-refused", Renderer: "html-pdf", Retention: time.Hour}
-	err = h.report(ctx, h.Logger, p, r, res, sandbox.ModeCold, nil, time.Now())
+	err := h.report(ctx, h.Logger, p, r, res, sandbox.ModeCold, nil, time.Now())
 	if !errors.Is(err, asynq.SkipRetry) {
 		t.Errorf("report = %v, want a failure that is not retried", err)
 	}
@@ -52,4 +61,57 @@ func TestRefusedOutputsAreNotStored(t *testing.T) {
 		!strings.Contains(ev.ErrorMessage, "evil.html") {
 		t.Errorf("event = %+v, want failed render_failed naming evil.html, no outputs", ev)
 	}
+}
+
+// The client's output_name renames the accepted pages on the host; a name
+// the API would have refused (the task was altered in Redis) fails the job
+// and nothing is stored.
+func TestOutputNameRenamesAcceptedOutputs(t *testing.T) {
+	h, rdb, r := reportHandler(t, "pdf-png")
+	ctx := context.Background()
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00")
+	res := &sandbox.Result{Response: &wire.Response{Files: []wire.File{{Name: "page-01.png", Data: png}, {Name: "page-02.png", Data: png}}}}
+	for _, tc := range []struct {
+		name  string
+		state string
+		want  []string // the stored outputs
+	}{
+		{"scan", "succeeded", []string{"scan-1.png", "scan-2.png"}},
+		{"", "succeeded", []string{"page-1.png", "page-2.png"}},
+		{"../../x", "failed", nil},
+	} {
+		if err := rdb.FlushDB(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		p := queue.Payload{JobID: "job-named", Renderer: "pdf-png", Retention: time.Hour, OutputName: tc.name}
+		err := h.report(ctx, h.Logger, p, r, res, sandbox.ModeCold, nil, time.Now())
+		if tc.state == "failed" != errors.Is(err, asynq.SkipRetry) {
+			t.Errorf("output_name %q: report = %v", tc.name, err)
+		}
+		var keys []string
+		for _, o := range tc.want {
+			keys = append(keys, queue.OutputKey(p.JobID, o))
+		}
+		if got, _ := rdb.Keys(ctx, "*job-named*").Result(); len(got) != len(keys) || len(keys) > 0 && !reflect.DeepEqual(sorted(got), keys) {
+			t.Errorf("output_name %q: stored %v, want %v", tc.name, got, keys)
+		}
+		msgs, _ := rdb.XRange(ctx, queue.EventStream, "-", "+").Result()
+		var ev queue.Event
+		if len(msgs) == 1 {
+			_ = json.Unmarshal([]byte(msgs[0].Values["event"].(string)), &ev)
+		}
+		var names []string
+		for _, o := range ev.Outputs {
+			names = append(names, o.Name)
+		}
+		if ev.State != tc.state || !reflect.DeepEqual(names, tc.want) || tc.state == "failed" && ev.ErrorCode != "internal" {
+			t.Errorf("output_name %q: event %s %s with outputs %v, want %s with %v", tc.name, ev.State, ev.ErrorCode, names, tc.state, tc.want)
+		}
+	}
+}
+
+func sorted(s []string) []string {
+	s = append([]string(nil), s...)
+	slices.Sort(s)
+	return s
 }

@@ -129,6 +129,10 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return h.end(ctx, log, p, "failed", ErrorCode(err), err.Error())
 	}
+	if err := render.CheckOutputName(p.OutputName); err != nil {
+		// The API refuses such a name: this task was altered in Redis.
+		return h.end(ctx, log, p, "failed", "internal", "the queued job's "+err.Error())
+	}
 	plan.Job.Input = bytes.NewReader(input)
 	start := time.Now()
 	done := h.Metrics.start(p.Accepted)
@@ -157,6 +161,10 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload,
 		if err != nil {
 			log.Warn("outputs refused", "err", err)
 			return h.endIn(ctx, log, p, "failed", string(sandbox.RenderFailed), err.Error(), mode)
+		}
+		// Renamed on the host, once the renderer's own names passed.
+		if accepted, err = r.NameOutputs(accepted, p.OutputName); err != nil {
+			return h.endIn(ctx, log, p, "failed", "internal", "the queued job's "+err.Error(), mode)
 		}
 		var outs []queue.Output
 		if err := h.withRedis(ctx, log, "storing the outputs", func(c context.Context) (err error) {
