@@ -113,13 +113,13 @@ func (o *Option) check(raw any) (any, error) {
 	case "boolean":
 		b, ok := raw.(bool)
 		if !ok {
-			return nil, fmt.Errorf("got %v, want true or false", raw)
+			return nil, fmt.Errorf("got %s, want true or false", describe(raw))
 		}
 		return b, nil
 	case "integer", "number":
 		f, ok := toFloat(raw)
 		if !ok {
-			return nil, fmt.Errorf("got %v, want a number", raw)
+			return nil, fmt.Errorf("got %s, want a number", describe(raw))
 		}
 		if o.Type == "integer" && f != math.Trunc(f) {
 			return nil, fmt.Errorf("got %v, want a whole number", raw)
@@ -134,7 +134,7 @@ func (o *Option) check(raw any) (any, error) {
 	default:
 		s, ok := raw.(string)
 		if !ok {
-			return nil, fmt.Errorf("got %v, want a string", raw)
+			return nil, fmt.Errorf("got %s, want a string", describe(raw))
 		}
 		if len(o.Enum) > 0 {
 			for _, e := range o.Enum {
@@ -157,6 +157,23 @@ func (o *Option) check(raw any) (any, error) {
 		}
 		return s, nil
 	}
+}
+
+// describe says what a JSON value is, so that "150" does not read as 150.
+func describe(v any) string {
+	switch x := v.(type) {
+	case string:
+		return quoteShort(x) + " (a string)"
+	case bool:
+		return fmt.Sprintf("%v (a boolean)", x)
+	case float64, int, int64:
+		return fmt.Sprintf("%v (a number)", x)
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%v", v)
 }
 
 // quoteShort quotes s, cut to 64 bytes.

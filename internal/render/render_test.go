@@ -261,3 +261,20 @@ func TestDeclaredInputType(t *testing.T) {
 		t.Errorf("refusal %v does not quote the input's first bytes", err)
 	}
 }
+
+func TestOptionErrorsSayWhatWasSent(t *testing.T) {
+	t.Parallel()
+	r, _ := render.Lookup("pdf-png")
+	for opts, want := range map[string]string{
+		`{"dpi": "150"}`:         `got "150" (a string), want a number`,
+		`{"format": 3}`:          `got 3 (a number), want a string`,
+		`{"dpi": true}`:          `got true (a boolean), want a number`,
+		`{"first_page": [1]}`:    `got an array, want a number`,
+		`{"format": {"a": "b"}}`: `got an object, want a string`,
+	} {
+		_, err := r.PrepareJSON(samples.PDF("x", 1), []byte(opts), nil)
+		if !errors.Is(err, render.ErrInvalidOptions) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", opts, err, want)
+		}
+	}
+}
