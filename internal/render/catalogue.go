@@ -377,8 +377,8 @@ var catalogue = map[string]*Renderer{
 	},
 	"office-pdf": {
 		Name:          "office-pdf",
-		Description:   "Convert an office document (docx, xlsx, pptx, odt, ods, odp, rtf) to PDF with LibreOffice, macros off. Output: output.pdf.",
-		Inputs:        []string{TypeDOCX, TypeXLSX, TypePPTX, TypeODT, TypeODS, TypeODP, TypeRTF},
+		Description:   "Convert an office document to PDF with LibreOffice, macros off: Word, Excel and PowerPoint (OOXML, their macro-enabled and template variants, the binary 97–2003 formats, and OOXML encrypted with a password), OpenDocument (packaged, templates, flat XML; text, spreadsheet, presentation, drawing), StarOffice XML, RTF. Each is told from its bytes. Output: output.pdf.",
+		Inputs:        officeInputs,
 		Output:        TypePDF,
 		MaxInputBytes: 50 << 20,
 		Limits:        sandbox.Limits{Timeout: 120 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20},

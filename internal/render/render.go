@@ -68,6 +68,10 @@ var extensions = map[string]string{
 	TypePNG: "png", TypeJPEG: "jpg", TypeGIF: "gif", TypeWebP: "webp", TypeTIFF: "tif",
 	TypeRTF: "rtf", TypeDOCX: "docx", TypeXLSX: "xlsx", TypePPTX: "pptx",
 	TypeODT: "odt", TypeODS: "ods", TypeODP: "odp",
+	TypeDOC: "doc", TypeXLS: "xls", TypePPT: "ppt", TypeOOXMLEncrypted: "ooxml", TypeODG: "odg",
+	TypeOTT: "ott", TypeOTS: "ots", TypeOTP: "otp", TypeOTG: "otg",
+	TypeFODT: "fodt", TypeFODS: "fods", TypeFODP: "fodp", TypeFODG: "fodg",
+	TypeSXW: "sxw", TypeSXC: "sxc", TypeSXI: "sxi", TypeSXD: "sxd",
 }
 
 // Lookup returns the renderer called name.
