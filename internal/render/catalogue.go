@@ -69,6 +69,9 @@ var papers = map[string][2]float64{
 	"a3": {11.69, 16.54}, "a4": {8.27, 11.69}, "a5": {5.83, 8.27},
 }
 
+// pageRangesPattern is a list of pages and page ranges, "1-3,5".
+const pageRangesPattern = `[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?(,[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?){0,49}`
+
 // pdfSchema are the options of renderers that print through Chromium.
 func pdfSchema(withJS bool) []Option {
 	o := []Option{
@@ -77,7 +80,7 @@ func pdfSchema(withJS bool) []Option {
 		numOpt("margin_mm", "Margin on every side, in millimetres.", 10, 0, 50),
 		numOpt("scale", "Scale of the page rendering.", 1, 0.1, 2),
 		boolOpt("print_background", "Print background colours and images.", true),
-		patternOpt("page_ranges", "Pages to print, e.g. \"1-3,5\"; all when absent.", `[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?(,[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?){0,49}`),
+		patternOpt("page_ranges", "Pages to print, e.g. \"1-3,5\"; all when absent.", pageRangesPattern),
 		boolOpt("prefer_css_page_size", "Let CSS @page size win over paper.", false),
 	}
 	if withJS {
@@ -380,14 +383,15 @@ var catalogue = map[string]*Renderer{
 		Description:   "Convert an office document to PDF with LibreOffice, macros off: Word, Excel and PowerPoint (OOXML, their macro-enabled and template variants, the binary 97–2003 formats, and OOXML encrypted with a password), OpenDocument (packaged, templates, flat XML; text, spreadsheet, presentation, drawing), StarOffice XML, RTF. Each is told from its bytes. Output: output.pdf.",
 		Inputs:        officeInputs,
 		Output:        TypePDF,
+		Options:       officeSchema,
 		MaxInputBytes: 50 << 20,
 		Limits:        sandbox.Limits{Timeout: 120 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20},
 		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
 			// The agent runs LibreOffice itself: one booted before the job
-			// when the sandbox was, else a cold soffice --convert-to.
+			// when the sandbox was, else one booted for it.
 			return wire.Request{
 				Env:    officeEnv,
-				Office: &wire.Office{Input: in.Path, OutDir: wire.OutputDir, Format: wire.OfficePDF},
+				Office: &wire.Office{Input: in.Path, OutDir: wire.OutputDir, Format: wire.OfficePDF, Options: officeOptions(in, v)},
 			}, nil
 		},
 	},

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/renderbox/renderbox/internal/wire"
 )
 
 // Office formats beyond the OOXML and ODF packages sniff.go knows: OLE2
@@ -46,6 +48,31 @@ var officeInputs = []string{
 	TypeDOCX, TypeXLSX, TypePPTX, TypeODT, TypeODS, TypeODP, TypeRTF,
 	TypeDOC, TypeXLS, TypePPT, TypeOOXMLEncrypted, TypeODG, TypeOTT, TypeOTS, TypeOTP, TypeOTG,
 	TypeFODT, TypeFODS, TypeFODP, TypeFODG, TypeSXW, TypeSXC, TypeSXI, TypeSXD,
+	// Text is sniffed; CSV only declared by the client (its bytes are text).
+	TypeText, TypeCSV,
+}
+
+// officeSchema are office-pdf's options: Gotenberg's LibreOffice route's
+// that LibreOffice's PDF export and loading take.
+var officeSchema = []Option{
+	boolOpt("landscape", "Turn every page landscape: the page styles of documents and spreadsheets, the slides and pages of presentations and drawings.", false),
+	patternOpt("page_ranges", "Pages to export, e.g. \"1-3,5\"; all when absent.", pageRangesPattern),
+	secretOpt(patternOpt("password", "Opens a password-protected document. A secret: it is not stored with the job, logged or shown back (the job's options read \""+Redacted+"\").", `[^\x00]{1,256}`)),
+	intOpt("quality", "JPEG quality of the PDF's images, 1–100.", 90, 1, 100),
+	{Name: "max_image_resolution", Type: "integer", Minimum: num(72), Maximum: num(1200),
+		Description: "Reduce images to at most this many dots per inch; absent, images keep their resolution."},
+	boolOpt("single_page_sheets", "Put each spreadsheet sheet on one page, however large.", false),
+	boolOpt("export_form_fields", "Export form fields as PDF form fields; false prints their content.", true),
+}
+
+// officeOptions are the validated options as the agent takes them.
+func officeOptions(in inputFile, v Values) *wire.OfficeOptions {
+	return &wire.OfficeOptions{
+		Password: v.String("password"), Encrypted: in.Type == TypeOOXMLEncrypted,
+		Landscape: v.Bool("landscape"), PageRange: v.String("page_ranges"),
+		Quality: v.Int("quality"), MaxImageResolution: v.Int("max_image_resolution"),
+		SinglePageSheets: v.Bool("single_page_sheets"), ExportFormFields: v.Bool("export_form_fields"),
+	}
 }
 
 // mimetypeFirst are the types of ZIP packages whose first entry is an

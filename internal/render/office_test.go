@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +97,29 @@ func FuzzOLE(f *testing.F) {
 			t.Fatalf("sniffOLE = %q", got)
 		}
 	})
+}
+
+// A document's password reaches the sandbox and nothing else: the options
+// as recorded read Redacted, and a refused password is not quoted.
+func TestOfficePasswordIsSecret(t *testing.T) {
+	t.Parallel()
+	r, _ := Lookup("office-pdf")
+	p, err := r.Prepare(samples.DOCX("a"), map[string]any{"password": "hunter2", "landscape": true}, LimitRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Job.Request.Office.Options.Password; got != "hunter2" {
+		t.Errorf("the sandbox gets password %q, want the one given", got)
+	}
+	rec := r.Recorded(p.Options)
+	if rec.String("password") != Redacted || !rec.Bool("landscape") || p.Options.String("password") != "hunter2" {
+		t.Errorf("recorded %v from %v; want the password redacted, the rest kept, the plan's untouched", rec, p.Options)
+	}
+	if _, ok := r.Recorded(Values{"quality": 90})["password"]; ok {
+		t.Errorf("a password that was not given is recorded")
+	}
+	_, err = r.Prepare(samples.DOCX("a"), map[string]any{"password": "bad\x00hunter2"}, LimitRequest{})
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("a password with a NUL: %v; want it refused without being quoted", err)
+	}
 }
