@@ -38,6 +38,7 @@ done <<'TARGETS'
 ./internal/render FuzzSniff 20000x
 ./internal/render FuzzZipDirectory 20000x
 ./internal/render FuzzSiteArchive 20000x
+./internal/render FuzzOLE 20000x
 ./internal/render FuzzImageHeader 20000x
 ./internal/ledger FuzzDecodeCursor 20000x
 ./internal/ledger FuzzIdempotencyKey 20000x

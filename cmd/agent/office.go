@@ -60,9 +60,10 @@ type officeReply struct {
 }
 
 // bootOffice starts soffice listening on a private UNO pipe and the bridge
-// that drives it, and returns once the bridge has converted its warm-up
-// document. What both print goes to log until a conversion redirects it.
-func bootOffice(env []string, log io.Writer) (*office, error) {
+// that drives it, and returns once the bridge is connected and, with
+// warmUp, has converted its warm-up document. What both print goes to log
+// until a conversion redirects it.
+func bootOffice(env []string, log io.Writer, warmUp bool) (*office, error) {
 	if err := makeDirs(); err != nil {
 		return nil, fmt.Errorf("creating the job's directories: %w", err)
 	}
@@ -84,7 +85,11 @@ func bootOffice(env []string, log io.Writer) (*office, error) {
 		close(o.sofficeDone)
 	}()
 
-	o.bridge = officeCmd("/usr/bin/python3", []string{"-I", officeBridge, pipe, wire.WorkDir}, env, o.log)
+	bridgeArgs := []string{"-I", officeBridge, pipe, wire.WorkDir}
+	if !warmUp {
+		bridgeArgs = append(bridgeArgs, "--no-warm-up")
+	}
+	o.bridge = officeCmd("/usr/bin/python3", bridgeArgs, env, o.log)
 	o.bridge.Stdout = nil // its stdout is the protocol
 	in, err := o.bridge.StdinPipe()
 	if err == nil {
@@ -155,13 +160,22 @@ func (o *office) reply() (officeReply, error) {
 	return r, nil
 }
 
+// bridgeRequest is one conversion as the bridge reads it.
+type bridgeRequest struct {
+	Input   string              `json:"input"`
+	Output  string              `json:"output"`
+	Format  string              `json:"format"`
+	Options *wire.OfficeOptions `json:"options,omitempty"`
+}
+
 // convert has the booted LibreOffice convert in (a file under /tmp) to PDF
-// at outPath. It has no deadline of its own: the host kills the sandbox
-// when the job's time is up.
-func (o *office) convert(in, outPath string) error {
+// at outPath with opts. It has no deadline of its own: the host kills the
+// sandbox when the job's time is up. The request holds the document's
+// password, if any: it goes to the bridge's stdin and nowhere else.
+func (o *office) convert(in, outPath string, opts *wire.OfficeOptions) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	b, err := json.Marshal(map[string]string{"input": in, "output": outPath, "format": wire.OfficePDF})
+	b, err := json.Marshal(bridgeRequest{Input: in, Output: outPath, Format: wire.OfficePDF, Options: opts})
 	if err != nil {
 		return err
 	}
@@ -226,9 +240,12 @@ func (o *office) close() {
 }
 
 // runOffice converts the document o describes: with the LibreOffice booted
-// ahead (warm) when there is one, else with a cold soffice --convert-to.
-// Either way the output is OutDir/<input's stem>.<format>, and a run that
-// leaves none is a failure.
+// ahead (warm) when there is one, else with one booted now (cold). Either
+// way the bridge converts it, so that every option (the password, page
+// styles turned landscape) works the same in both; soffice --convert-to
+// takes PDF export settings (LibreOffice 7.4: 'pdf:writer_pdf_Export:{…}')
+// but neither a password nor a page style. The output is
+// OutDir/<input's stem>.<format>, and a run that leaves none is a failure.
 func runOffice(o *wire.Office, env []string, warm *office, tail *tail, res *wire.Result) error {
 	if o.Format != wire.OfficePDF {
 		return fmt.Errorf("office format %q is not supported", o.Format)
@@ -256,24 +273,20 @@ func runOffice(o *wire.Office, env []string, warm *office, tail *tail, res *wire
 		warm.close()
 		warm = nil
 	}
-	if warm != nil {
-		warm.log.set(tail)
-		err := warm.convert(o.Input, out)
-		res.MaxRSSKiB = max(res.MaxRSSKiB, warm.maxRSSKiB())
-		warm.close() // single-use: nothing to shut down gracefully for
-		if err != nil {
+	lo := warm
+	if lo == nil {
+		var err error
+		if lo, err = bootOffice(env, tail, false /* warmUp */); err != nil {
 			return err
 		}
-	} else {
-		argv := append(append([]string{soffice}, sofficeFlags...), "--convert-to", o.Format, "--outdir", o.OutDir, o.Input)
-		if !runStep(wire.Step{Argv: argv}, env, tail, res) {
-			if res.Error != "" {
-				return errors.New(res.Error)
-			}
-			return errors.New("soffice failed")
-		}
 	}
-	// soffice --convert-to exits 0 when it could not load the document.
+	lo.log.set(tail)
+	err := lo.convert(o.Input, out, o.Options)
+	res.MaxRSSKiB = max(res.MaxRSSKiB, lo.maxRSSKiB())
+	lo.close() // single-use: nothing to shut down gracefully for
+	if err != nil {
+		return err
+	}
 	if st, err := os.Lstat(out); err != nil || !st.Mode().IsRegular() {
 		return fmt.Errorf("LibreOffice wrote no %s", path.Base(out))
 	}

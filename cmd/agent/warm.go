@@ -58,7 +58,7 @@ func bootKind(w *wire.Warm, log io.Writer) error {
 		warmBrowser = b
 		return nil
 	case wire.WarmOffice:
-		o, err := bootOffice(w.Env, log)
+		o, err := bootOffice(w.Env, log, true /* warmUp */)
 		if err != nil {
 			return err
 		}

@@ -173,7 +173,9 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sum := sha256.Sum256(sub.Input)
-	opts, _ := json.Marshal(plan.Options)
+	// The record never holds a secret option (a document's password): the
+	// job shows it redacted. Only the queued task carries it (see enqueue).
+	opts, _ := json.Marshal(rd.Recorded(plan.Options))
 	limits, _ := json.Marshal(plan.Request)
 	want := ledger.Job{
 		Owner: key.ID, Renderer: rd.Name, Options: opts, Limits: limits, InputSHA256: hex.EncodeToString(sum[:]),
@@ -216,12 +218,16 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	// An attempt may run the sandbox's whole time limit plus its set-up
 	// and tear-down; asynq's deadline stays outside the sandbox's.
 	timeout := plan.Limits.Sandbox.Timeout + 2*time.Minute
+	opts, err := json.Marshal(plan.Options)
+	if err != nil {
+		return err
+	}
 	// The task carries the validated limits, never the client's text
 	// (issue 10: 20 MB of repeated keys went into Redis as they came).
 	// The job waits in its key's list; the dispatcher hands it to asynq in
 	// turn with other keys' jobs (see RunQueue).
-	err := s.Queue.Submit(ctx, queue.Payload{
-		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: job.Options, Limits: job.Limits,
+	err = s.Queue.Submit(ctx, queue.Payload{
+		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: opts, Limits: job.Limits,
 		InputType: sub.InputType, OutputName: job.OutputName, Accepted: job.CreatedAt,
 	}, int64(len(sub.Input)), timeout, s.Limits.MaxRetry)
 	if err == nil {

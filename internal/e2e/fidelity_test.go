@@ -226,6 +226,16 @@ func TestDeclaredTypesThroughTheAPI(t *testing.T) {
 			t.Errorf("%s: pdftotext = %q", how, text)
 		}
 	}
+	// CSV is text only a declaration tells from other text.
+	csv := []byte("name,amount\n\"Smith, J\",42\n")
+	ct, body = multipartBody(map[string]string{"renderer": "office-pdf", "input_type": "text/csv"}, csv)
+	var cj jobJSON
+	c.do("POST", "/v1/jobs?wait=60", key, ct, body, nil).json(t, &cj)
+	if cj.State != "succeeded" {
+		t.Errorf("a CSV declared text/csv: %s %+v, want succeeded", cj.State, cj.Error)
+	} else if text := hostTool(t, "pdftotext", c.do("GET", cj.Outputs[0].URL, key, "", nil, nil).Body); !strings.Contains(text, "Smith, J") || strings.Contains(text, `"Smith`) {
+		t.Errorf("the CSV's PDF reads %q, want the cell Smith, J without its quotes", text)
+	}
 	// A declared text type on bytes that are not text is refused.
 	ct, body = multipartBody(map[string]string{"renderer": "html-pdf", "input_type": "text/html"}, samples.PDF("x", 1))
 	if r := c.do("POST", "/v1/jobs", key, ct, body, nil); r.Status != 400 || r.problemCode(t) != "unsupported_input" {

@@ -63,6 +63,9 @@ var officeEnv = append([]string{"SAL_USE_VCLPLUGIN=svp"}, plainEnv...)
 // Chromium, one process of many threads, gets both cores and room for them.
 var chromiumLimits = sandbox.Limits{Timeout: 60 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20}
 
+// pageRangesPattern is a list of pages and page ranges, "1-3,5".
+const pageRangesPattern = `[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?(,[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?){0,49}`
+
 // cmark renders Markdown safely: raw HTML is not passed through (no
 // --unsafe), and the tagfilter extension escapes the dangerous tags GFM
 // would otherwise allow.
@@ -367,17 +370,18 @@ var catalogue = map[string]*Renderer{
 	},
 	"office-pdf": {
 		Name:          "office-pdf",
-		Description:   "Convert an office document (docx, xlsx, pptx, odt, ods, odp, rtf) to PDF with LibreOffice, macros off. Output: output.pdf.",
-		Inputs:        []string{TypeDOCX, TypeXLSX, TypePPTX, TypeODT, TypeODS, TypeODP, TypeRTF},
+		Description:   "Convert an office document to PDF with LibreOffice, macros off: Word, Excel and PowerPoint (OOXML, their macro-enabled and template variants, the binary 97–2003 formats, and OOXML encrypted with a password), OpenDocument (packaged, templates, flat XML; text, spreadsheet, presentation, drawing), StarOffice XML, RTF. Each is told from its bytes. Output: output.pdf.",
+		Inputs:        officeInputs,
 		Output:        TypePDF,
+		Options:       officeSchema,
 		MaxInputBytes: 50 << 20,
 		Limits:        sandbox.Limits{Timeout: 120 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20},
 		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
 			// The agent runs LibreOffice itself: one booted before the job
-			// when the sandbox was, else a cold soffice --convert-to.
+			// when the sandbox was, else one booted for it.
 			return wire.Request{
 				Env:    officeEnv,
-				Office: &wire.Office{Input: in.Path, OutDir: wire.OutputDir, Format: wire.OfficePDF},
+				Office: &wire.Office{Input: in.Path, OutDir: wire.OutputDir, Format: wire.OfficePDF, Options: officeOptions(in, v)},
 			}, nil
 		},
 	},

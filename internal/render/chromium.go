@@ -83,7 +83,7 @@ func pdfSchema(withJS bool) []Option {
 		lengthOpt("margin_right", "Right margin.", 0, 10),
 		numOpt("scale", "Scale of the page rendering.", 1, 0.1, 2),
 		boolOpt("print_background", "Print background colours and images.", true),
-		patternOpt("page_ranges", "Pages to print, e.g. \"1-3,5\"; all when absent.", `[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?(,[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?){0,49}`),
+		patternOpt("page_ranges", "Pages to print, e.g. \"1-3,5\"; all when absent.", pageRangesPattern),
 		boolOpt("prefer_css_page_size", "Let CSS @page size win over paper.", false),
 		textOpt("header_html", "HTML printed at the top of every page, in the top margin; elements with class date, title, url, pageNumber or totalPages are filled in. Styles must be inline; it loads nothing.", 4096),
 		textOpt("footer_html", "HTML printed at the bottom of every page, like header_html.", 4096),

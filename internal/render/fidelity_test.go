@@ -211,20 +211,6 @@ func TestUnpackerRefusesWhatTheHostWouldHave(t *testing.T) {
 	}
 }
 
-var pageSizeRe = regexp.MustCompile(`([0-9.]+) x ([0-9.]+) pts`)
-
-// pageSize is pdfinfo's page size in points.
-func pageSize(t *testing.T, info map[string]string) (w, h float64) {
-	t.Helper()
-	m := pageSizeRe.FindStringSubmatch(info["Page size"])
-	if m == nil {
-		t.Fatalf("pdfinfo page size %q", info["Page size"])
-	}
-	w, _ = strconv.ParseFloat(m[1], 64)
-	h, _ = strconv.ParseFloat(m[2], 64)
-	return w, h
-}
-
 func near(a, b float64) bool { return a > b-1.5 && a < b+1.5 }
 
 func TestChromiumPrintControls(t *testing.T) {
@@ -241,12 +227,12 @@ func TestChromiumPrintControls(t *testing.T) {
 
 	t.Run("paper names in any case, custom sizes and margins per side", func(t *testing.T) {
 		out, _ := renderOK(t, m, "html-pdf", page, map[string]any{"paper": "A4"})
-		if w, h := pageSize(t, pdfInfo(t, m, out["output.pdf"])); !near(w, 595.2) || !near(h, 841.9) {
+		if w, h := pageSize(t, m, out["output.pdf"]); !near(w, 595.2) || !near(h, 841.9) {
 			t.Errorf("paper A4: %g x %g pts, want 595 x 842", w, h)
 		}
 		out, _ = renderOK(t, m, "html-pdf", page, map[string]any{"paper_width": "100mm", "paper_height": "6in", "margin_left": "1in", "margin_top": "0mm"})
 		pdf := out["output.pdf"]
-		if w, h := pageSize(t, pdfInfo(t, m, pdf)); !near(w, 283.5) || !near(h, 432) {
+		if w, h := pageSize(t, m, pdf); !near(w, 283.5) || !near(h, 432) {
 			t.Errorf("100mm x 6in: %g x %g pts, want 283.5 x 432", w, h)
 		}
 		// The first word starts one inch (72 pt) from the left edge.
@@ -289,7 +275,7 @@ func TestChromiumPrintControls(t *testing.T) {
 		}
 		out, _ = renderOK(t, m, "html-pdf", page, map[string]any{"single_page": true})
 		info := pdfInfo(t, m, out["output.pdf"])
-		if _, h := pageSize(t, info); info["Pages"] != "1" || h < 3*9*72 {
+		if _, h := pageSize(t, m, out["output.pdf"]); info["Pages"] != "1" || h < 3*9*72 {
 			t.Errorf("single_page: %s pages, %g pts tall; want 1 page over 27 in", info["Pages"], h)
 		}
 		if text := pdfText(t, m, out["output.pdf"]); !strings.Contains(text, "Body of chapter 3.") {

@@ -71,6 +71,7 @@ func FuzzSniff(f *testing.F) {
 	for _, s := range [][]byte{
 		samples.PDF("a", 1), samples.SVG(2, 2, 0, 0, 1), samples.DOT("a", "b"), samples.DOCX("a"), samples.XLSX("a"),
 		samples.ODT("a"), samples.PNGHeader(3, 3), samples.ZipDirectory(20, 20), samples.ZipDirectory(10_001, 1),
+		samples.OLE("WordDocument"), samples.FODT("a"), samples.ODG("a"),
 		[]byte("II*\x00\x08\x00\x00\x00"), []byte("PK\x03\x04PK\x05\x06\x00\x00\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"),
 	} {
 		f.Add(s)

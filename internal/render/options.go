@@ -25,9 +25,29 @@ type Option struct {
 	MaxLength int `json:"max_length,omitempty"`
 	// CaseInsensitive: an Enum value matches in any case.
 	CaseInsensitive bool `json:"case_insensitive,omitempty"`
-	re              *regexp.Regexp
+	// Secret: the value reaches the sandbox only; the job's record and
+	// everything that shows it hold Redacted instead.
+	Secret bool `json:"secret,omitempty"`
+	re     *regexp.Regexp
 	// more checks a string value further.
 	more func(string) error
+}
+
+// Redacted stands for a secret option's value wherever options are stored
+// or shown.
+const Redacted = "[redacted]"
+
+// Recorded returns v as it may be stored and shown: every secret option
+// that was given reads Redacted.
+func (r *Renderer) Recorded(v Values) Values {
+	out := Values{}
+	for k, x := range v {
+		if o := r.option(k); o != nil && o.Secret {
+			x = Redacted
+		}
+		out[k] = x
+	}
+	return out
 }
 
 func num(v float64) *float64 { return &v }
@@ -42,6 +62,12 @@ func numOpt(name, desc string, def, lo, hi float64) Option {
 
 func boolOpt(name, desc string, def bool) Option {
 	return Option{Name: name, Type: "boolean", Description: desc, Default: def}
+}
+
+// secretOpt marks o secret: see Option.Secret.
+func secretOpt(o Option) Option {
+	o.Secret = true
+	return o
 }
 
 func enumOpt(name, desc, def string, values ...string) Option {
@@ -100,6 +126,10 @@ func validate(renderer string, schema []Option, opts map[string]any) (Values, er
 			continue
 		}
 		v, err := o.check(raw)
+		if err != nil && o.Secret {
+			// The error must not carry the value.
+			err = fmt.Errorf("not a valid value (want: %s)", o.Pattern)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: option %q of %s: %v", ErrInvalidOptions, o.Name, renderer, err)
 		}

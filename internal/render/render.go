@@ -79,10 +79,15 @@ func (in inputFile) page() string {
 // extensions name the input file inside the sandbox by its sniffed type;
 // LibreOffice and vips choose their loader by it.
 var extensions = map[string]string{
-	TypePDF: "pdf", TypeSVG: "svg", TypeHTML: "html", TypeText: "md", TypeDOT: "dot",
+	TypePDF: "pdf", TypeSVG: "svg", TypeHTML: "html", TypeText: "txt", TypeDOT: "dot",
 	TypePNG: "png", TypeJPEG: "jpg", TypeGIF: "gif", TypeWebP: "webp", TypeTIFF: "tif",
 	TypeRTF: "rtf", TypeDOCX: "docx", TypeXLSX: "xlsx", TypePPTX: "pptx",
 	TypeODT: "odt", TypeODS: "ods", TypeODP: "odp",
+	TypeDOC: "doc", TypeXLS: "xls", TypePPT: "ppt", TypeOOXMLEncrypted: "ooxml", TypeODG: "odg",
+	TypeOTT: "ott", TypeOTS: "ots", TypeOTP: "otp", TypeOTG: "otg",
+	TypeFODT: "fodt", TypeFODS: "fods", TypeFODP: "fodp", TypeFODG: "fodg",
+	TypeSXW: "sxw", TypeSXC: "sxc", TypeSXI: "sxi", TypeSXD: "sxd", TypeCSV: "csv",
+	TypeMarkdown: "md", TypeZIP: "zip",
 }
 
 // Lookup returns the renderer called name.

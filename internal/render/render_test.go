@@ -205,8 +205,18 @@ func TestOfficeRequestNamesOnlyTheDocument(t *testing.T) {
 	}
 	req := p.Job.Request
 	want := wire.Office{Input: wire.InputDir + "/input.docx", OutDir: wire.OutputDir, Format: wire.OfficePDF}
-	if req.Office == nil || *req.Office != want || len(req.Steps) != 0 || len(req.Argv) != 0 {
+	got := wire.Office{}
+	if req.Office != nil {
+		got = *req.Office
+		got.Options = nil
+	}
+	if got != want || len(req.Steps) != 0 || len(req.Argv) != 0 {
 		t.Errorf("request office %+v, steps %v, argv %v; want office %+v and nothing to run", req.Office, req.Steps, req.Argv, want)
+	}
+	// LibreOffice's own defaults, as Gotenberg has them.
+	wantOpts := wire.OfficeOptions{Quality: 90, ExportFormFields: true}
+	if req.Office == nil || req.Office.Options == nil || *req.Office.Options != wantOpts {
+		t.Errorf("office options %+v, want %+v", req.Office.Options, wantOpts)
 	}
 }
 

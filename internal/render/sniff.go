@@ -57,6 +57,9 @@ func sniff(input []byte) (string, error) {
 	if len(head) > 4096 {
 		head = head[:4096]
 	}
+	if t := sniffOffice(input, head); t != "" {
+		return t, nil
+	}
 	switch {
 	case bytes.HasPrefix(head, []byte("%PDF-")):
 		return TypePDF, nil
@@ -88,7 +91,7 @@ func sniffZip(input []byte) (string, error) {
 	// ODF puts an uncompressed "mimetype" entry first (ODF 1.2, 3.3).
 	if len(input) > 38 && string(input[30:38]) == "mimetype" {
 		rest := input[38:min(len(input), 38+80)]
-		for _, t := range []string{TypeODT, TypeODS, TypeODP} {
+		for _, t := range mimetypeFirst {
 			if bytes.HasPrefix(rest, []byte(t)) && (len(rest) == len(t) || !isMimeChar(rest[len(t)])) {
 				return t, nil
 			}

@@ -70,11 +70,16 @@ func DOCX(paragraphs ...string) []byte {
 	for _, p := range paragraphs {
 		fmt.Fprintf(&body, `<w:p><w:r><w:t>%s</w:t></w:r></w:p>`, escape(p))
 	}
+	return docx(body.String())
+}
+
+// docx returns a Word document whose body is the given WordprocessingML.
+func docx(body string) []byte {
 	return zipOf([][2]string{
 		contentTypes("/word/document.xml", "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"),
 		relsTo("_rels/.rels", "officeDocument", "word/document.xml"),
 		{"word/document.xml", `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>` + body.String() + `</w:body></w:document>`},
+<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>` + body + `</w:body></w:document>`},
 	}, false)
 }
 

@@ -136,6 +136,34 @@ type Office struct {
 	OutDir string `json:"out_dir"`
 	// Format is the output format: OfficePDF.
 	Format string `json:"format"`
+	// Options are the conversion's settings; nil is LibreOffice's defaults.
+	Options *OfficeOptions `json:"options,omitempty"`
+}
+
+// OfficeOptions are how a document is opened and exported to PDF (the PDF
+// export's FilterData: PageRange, Quality, ReduceImageResolution and
+// MaxImageResolution, SinglePageSheets, ExportFormFields).
+type OfficeOptions struct {
+	// Password opens an encrypted document. It is a secret: nothing that
+	// handles it logs it or puts it in an error.
+	Password string `json:"password,omitempty"`
+	// Encrypted says the input's bytes are a password-protected document
+	// (the host's sniffing found it), so that a failed load can say a
+	// password is needed rather than guess.
+	Encrypted bool `json:"encrypted,omitempty"`
+	// Landscape turns every page style (slides and drawing pages in
+	// presentations and drawings) landscape.
+	Landscape bool `json:"landscape,omitempty"`
+	// PageRange selects pages, "1-3,5"; empty is all.
+	PageRange string `json:"page_range,omitempty"`
+	// Quality is the JPEG quality of images in the PDF, 1–100.
+	Quality int `json:"quality,omitempty"`
+	// MaxImageResolution, when > 0, reduces images to this many DPI.
+	MaxImageResolution int `json:"max_image_resolution,omitempty"`
+	// SinglePageSheets puts each spreadsheet sheet on one page.
+	SinglePageSheets bool `json:"single_page_sheets,omitempty"`
+	// ExportFormFields keeps form fields as PDF form fields.
+	ExportFormFields bool `json:"export_form_fields"`
 }
 
 // PDFOptions are Page.printToPDF's parameters; lengths in inches.

@@ -1,24 +1,32 @@
 """office-bridge: the renderbox agent's link to a LibreOffice booted ahead of
 the job, inside the same sandbox.
 
-Usage: python3 -I office-bridge.py PIPE-NAME WORKDIR
+Usage: python3 -I office-bridge.py PIPE-NAME WORKDIR [--no-warm-up]
 
 It connects over UNO to the soffice the agent started with
 --accept=pipe,name=PIPE-NAME;urp (retrying while it boots), converts a small
-built-in document once (in WORKDIR) so Writer, the DOCX import and the PDF export are
-loaded, and writes {"ready": true, ...} as one line on stdout. Then it reads
-one request per line on stdin, {"input": PATH, "output": PATH, "format":
-"pdf"}, and answers each with one line, {"ok": true} or {"error": TEXT}.
+built-in document once (in WORKDIR; not with --no-warm-up, when the agent
+boots LibreOffice for the job at hand) so Writer, the DOCX import and the
+PDF export are loaded, and writes {"ready": true, ...} as one line on
+stdout. Then it reads one request per line on stdin, {"input": PATH,
+"output": PATH, "format": "pdf", "options": {...}} (wire.OfficeOptions),
+and answers each with one line, {"ok": true} or {"error": TEXT}.
 
 Documents are loaded hidden, read-only, with macros never executed and no
 links updated; paths outside /tmp are refused. The sandbox is the boundary:
 nothing here is trusted to contain a hostile document, it only must not
 widen what soffice --convert-to would do.
+
+A request may carry the document's password. It is used to load the
+document and never written anywhere: no error text quotes the request.
+Without it (or with a wrong one) LibreOffice fails the load at once; it
+asks no question, as it has no interaction handler to ask through.
 """
 
 import io
 import json
 import os
+import re
 import sys
 import time
 import zipfile
@@ -87,8 +95,93 @@ LOAD_PROPS = (
     prop("UpdateDocMode", uno.getConstantByName("com.sun.star.document.UpdateDocMode.NO_UPDATE")),
 )
 
+# Import filters for inputs LibreOffice would otherwise guess at, by the
+# extension the host named the input with (from the type it sniffed or the
+# client declared). CSV: comma-separated, double-quoted, UTF-8 (76), from
+# the first line, special numbers detected; text: UTF-8.
+IMPORTS = {
+    ".csv": ("Text - txt - csv (StarCalc)", "44,34,76,1,,0,false,true"),
+    ".txt": ("Text (encoded)", "UTF8"),
+}
 
-def convert(desktop, src, dst, fmt):
+
+class LoadError(Exception):
+    """The document did not load; the message is the job's error."""
+
+
+def odf_encrypted(path):
+    """Whether path is an ODF package whose manifest lists encrypted parts."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            info = z.getinfo("META-INF/manifest.xml")
+            if info.file_size > 1 << 20:
+                return False
+            return b"encryption-data" in z.read(info)
+    except Exception:
+        return False
+
+
+def load(desktop, src, opts):
+    props = list(LOAD_PROPS)
+    imp = IMPORTS.get(os.path.splitext(src)[1])
+    if imp:
+        props += [prop("FilterName", imp[0]), prop("FilterOptions", imp[1])]
+    password = opts.get("password") or ""
+    if password:
+        props.append(prop("Password", password))
+    try:
+        doc = desktop.loadComponentFromURL(uno.systemPathToFileUrl(src), "_blank", 0, tuple(props))
+    except Exception:
+        # An encrypted OOXML file without its password fails type
+        # detection ("type detection aborted"); others return None.
+        doc = None
+    if doc is not None:
+        return doc
+    if opts.get("encrypted") or odf_encrypted(src):
+        if password:
+            raise LoadError("the password does not open this password-protected document")
+        raise LoadError("the document is password-protected: give its password in the password option")
+    if password:
+        raise LoadError("LibreOffice could not load the document: it is damaged, of a kind LibreOffice does not read, or the password is wrong")
+    raise LoadError("LibreOffice could not load the document: it is damaged, of a kind LibreOffice does not read, or password-protected (then give its password in the password option)")
+
+
+def turn_landscape(doc):
+    """Every page style landscape; in presentations and drawings, every page."""
+    if doc.supportsService("com.sun.star.drawing.GenericDrawingDocument"):
+        pages = doc.getDrawPages()
+        for i in range(pages.getCount()):
+            p = pages.getByIndex(i)
+            if p.Height > p.Width:
+                p.Width, p.Height = p.Height, p.Width
+        return
+    styles = doc.getStyleFamilies().getByName("PageStyles")
+    for name in styles.getElementNames():
+        s = styles.getByName(name)
+        if not s.IsLandscape:
+            w, h = s.Width, s.Height
+            s.IsLandscape = True
+            s.Width, s.Height = max(w, h), min(w, h)
+
+
+def filter_data(opts):
+    """The PDF export's FilterData from the request's options."""
+    fd = [prop("ExportFormFields", bool(opts.get("export_form_fields", True)))]
+    if opts.get("quality"):
+        fd.append(prop("Quality", int(opts["quality"])))
+    if opts.get("max_image_resolution"):
+        fd += [prop("ReduceImageResolution", True), prop("MaxImageResolution", int(opts["max_image_resolution"]))]
+    if opts.get("page_range"):
+        if not re.fullmatch(r"[0-9,-]{1,600}", opts["page_range"]):
+            raise ValueError("page range %r is not pages and ranges" % opts["page_range"])
+        fd.append(prop("PageRange", opts["page_range"]))
+    if opts.get("single_page_sheets"):
+        fd.append(prop("SinglePageSheets", True))
+    return uno.Any("[]com.sun.star.beans.PropertyValue", tuple(fd))
+
+
+def convert(desktop, src, dst, fmt, opts=None):
+    opts = opts or {}
     if fmt != "pdf":
         raise ValueError("unsupported format %r" % fmt)
     if not under_tmp(src) or not under_tmp(dst):
@@ -97,16 +190,17 @@ def convert(desktop, src, dst, fmt):
         raise ValueError("input is not a regular file")
     if os.path.lexists(dst):
         raise ValueError("output already exists")
-    doc = desktop.loadComponentFromURL(uno.systemPathToFileUrl(src), "_blank", 0, LOAD_PROPS)
-    if doc is None:
-        raise RuntimeError("LibreOffice could not load the document")
+    doc = load(desktop, src, opts)
     try:
         for service, flt in EXPORTS:
             if doc.supportsService(service):
                 break
         else:
             raise RuntimeError("LibreOffice cannot export this kind of document to PDF")
-        doc.storeToURL(uno.systemPathToFileUrl(dst), (prop("FilterName", flt),))
+        if opts.get("landscape"):
+            turn_landscape(doc)
+        uno.invoke(doc, "storeToURL", (uno.systemPathToFileUrl(dst),
+                                       (prop("FilterName", flt), prop("FilterData", filter_data(opts)))))
     finally:
         try:
             doc.close(True)
@@ -157,14 +251,15 @@ def answer(obj):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print("usage: office-bridge.py PIPE-NAME WORKDIR", file=sys.stderr)
+    if len(sys.argv) not in (3, 4) or sys.argv[3:] not in ([], ["--no-warm-up"]):
+        print("usage: office-bridge.py PIPE-NAME WORKDIR [--no-warm-up]", file=sys.stderr)
         return 2
     t0 = time.monotonic()
     try:
         desktop = connect(sys.argv[1])
         t1 = time.monotonic()
-        warm_up(desktop, sys.argv[2])
+        if sys.argv[3:] != ["--no-warm-up"]:
+            warm_up(desktop, sys.argv[2])
         t2 = time.monotonic()
     except Exception as e:
         answer({"error": "booting: %s: %s" % (type(e).__name__, e)})
@@ -173,7 +268,9 @@ def main():
     for line in sys.stdin:
         try:
             req = json.loads(line)
-            convert(desktop, req["input"], req["output"], req["format"])
+            convert(desktop, req["input"], req["output"], req["format"], req.get("options"))
+        except LoadError as e:
+            answer({"error": str(e)})
         except Exception as e:  # every failure is the job's, answered as such
             answer({"error": "%s: %s" % (type(e).__name__, e)})
         else:

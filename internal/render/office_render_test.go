@@ -1,0 +1,243 @@
+package render_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/samples"
+	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/testenv"
+)
+
+// The text every office test document carries.
+const officeText = "Invoice 2026-117"
+
+// binaryOffice makes .doc, .xls and .ppt from generated OOXML with
+// LibreOffice itself, in a sandbox.
+func binaryOffice(t *testing.T, m *sandbox.Manager) map[string][]byte {
+	t.Helper()
+	got := testenv.OfficeFiles(t, m,
+		testenv.OfficeSave{Input: "a.docx", Data: samples.DOCX(officeText), Filter: "MS Word 97"},
+		testenv.OfficeSave{Input: "a.xlsx", Data: samples.XLSX(officeText), Filter: "MS Excel 97"},
+		testenv.OfficeSave{Input: "a.pptx", Data: samples.PPTX(officeText), Filter: "MS PowerPoint 97"},
+	)
+	return map[string][]byte{"doc": got[0], "xls": got[1], "ppt": got[2]}
+}
+
+// Every office format office-pdf accepts beyond OOXML and packaged ODF is
+// told from its bytes and converts, its text in the PDF: the binary
+// Office formats, an ODF drawing and template, flat ODF, StarOffice XML.
+func TestOfficeFormatsToPDF(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	docs := binaryOffice(t, m)
+	docs["odg"] = samples.ODG(officeText)
+	docs["ott"] = samples.OTT(officeText)
+	docs["fodt"] = samples.FODT(officeText)
+	docs["sxw"] = samples.SXW(officeText)
+	want := map[string]string{
+		"doc": render.TypeDOC, "xls": render.TypeXLS, "ppt": render.TypePPT, "odg": render.TypeODG,
+		"ott": render.TypeOTT, "fodt": render.TypeFODT, "sxw": render.TypeSXW,
+	}
+	for name, doc := range docs {
+		if got := render.Sniff(doc); got != want[name] {
+			t.Errorf("%s: sniffed as %s, want %s", name, got, want[name])
+			continue
+		}
+		out, _ := renderOK(t, m, "office-pdf", doc, nil)
+		if text := pdfText(t, m, out["output.pdf"]); !strings.Contains(text, officeText) {
+			t.Errorf("%s: pdftotext = %q, want %q in it", name, text, officeText)
+		}
+	}
+}
+
+// officeCase is one office-pdf job and what its PDF must show.
+type officeCase struct {
+	name  string
+	input []byte
+	opts  map[string]any
+	// csv: the input is declared text/csv, as a client's input_type.
+	csv   bool
+	check func(t *testing.T, m *sandbox.Manager, pdf []byte)
+	// fails, when set, is what the render_failed message must say.
+	fails string
+}
+
+// officeCases are the options' fidelity checks, on the PDF itself.
+func officeCases(encrypted []byte) []officeCase {
+	pages := samples.DOCXPages("First page text", "Second page text", "Third page text")
+	return []officeCase{
+		{name: "landscape", input: samples.DOCX(officeText), opts: map[string]any{"landscape": true},
+			check: func(t *testing.T, m *sandbox.Manager, pdf []byte) {
+				if w, h := pageSize(t, m, pdf); w <= h {
+					t.Errorf("landscape: page %g×%g pt, want wider than tall", w, h)
+				}
+			}},
+		{name: "portrait by default", input: samples.DOCX(officeText),
+			check: func(t *testing.T, m *sandbox.Manager, pdf []byte) {
+				if w, h := pageSize(t, m, pdf); w >= h {
+					t.Errorf("default: page %g×%g pt, want taller than wide", w, h)
+				}
+			}},
+		{name: "page_ranges", input: pages, opts: map[string]any{"page_ranges": "2"},
+			check: func(t *testing.T, m *sandbox.Manager, pdf []byte) {
+				wantPages(t, m, pdf, 1)
+				text := pdfText(t, m, pdf)
+				if !strings.Contains(text, "Second page text") || strings.Contains(text, "First page text") || strings.Contains(text, "Third page text") {
+					t.Errorf("page_ranges 2: text %q, want the second page's alone", text)
+				}
+			}},
+		{name: "single_page_sheets", input: samples.XLSXSheets(150, 12, "Alpha", "Beta"), opts: map[string]any{"single_page_sheets": true},
+			check: func(t *testing.T, m *sandbox.Manager, pdf []byte) {
+				wantPages(t, m, pdf, 2)
+				text := pdfText(t, m, pdf)
+				// A cell's text wider than its column is clipped at ten
+				// characters: "Beta r150c12" reads "Beta r150c".
+				for _, want := range []string{"Alpha r150", "Beta r150"} {
+					if !strings.Contains(text, want) {
+						t.Errorf("single_page_sheets: text lacks %q: …%s", want, text[max(0, len(text)-400):])
+					}
+				}
+			}},
+		{name: "password", input: encrypted, opts: map[string]any{"password": "s3cret pass"},
+			check: func(t *testing.T, m *sandbox.Manager, pdf []byte) {
+				if text := pdfText(t, m, pdf); !strings.Contains(text, officeText) {
+					t.Errorf("password: text %q, want %q", text, officeText)
+				}
+			}},
+		{name: "no password", input: encrypted, fails: "password-protected: give its password in the password option"},
+		{name: "wrong password", input: encrypted, opts: map[string]any{"password": "nope"}, fails: "the password does not open"},
+		{name: "csv", csv: true, input: []byte("name,amount\n\"Smith, J\",42\nÉlodie,7\n"),
+			check: func(t *testing.T, m *sandbox.Manager, pdf []byte) {
+				text := pdfText(t, m, pdf)
+				// Quoted commas stay in their cell; UTF-8 is read as such.
+				for _, want := range []string{"Smith, J", "Élodie", "amount"} {
+					if !strings.Contains(text, want) {
+						t.Errorf("csv: text %q, want %q in it", text, want)
+					}
+				}
+				if strings.Contains(text, `"Smith`) {
+					t.Errorf("csv: the quotes were printed: %q", text)
+				}
+			}},
+		{name: "txt", input: []byte("Plain text, line one\nLigne deux : été\n"),
+			check: func(t *testing.T, m *sandbox.Manager, pdf []byte) {
+				if text := pdfText(t, m, pdf); !strings.Contains(text, "Ligne deux : été") {
+					t.Errorf("txt: text %q", text)
+				}
+			}},
+	}
+}
+
+// encryptedDOCX makes a password-protected DOCX with LibreOffice.
+func encryptedDOCX(t *testing.T, m *sandbox.Manager) []byte {
+	t.Helper()
+	enc := testenv.OfficeFiles(t, m, testenv.OfficeSave{Input: "a.docx", Data: samples.DOCX(officeText), Filter: "MS Word 2007 XML", Password: "s3cret pass"})[0]
+	if got := render.Sniff(enc); got != render.TypeOOXMLEncrypted {
+		t.Fatalf("the encrypted docx sniffs as %s, want %s", got, render.TypeOOXMLEncrypted)
+	}
+	return enc
+}
+
+// officePlan prepares c's job.
+func officePlan(t *testing.T, c officeCase) *render.Plan {
+	t.Helper()
+	r, _ := render.Lookup("office-pdf")
+	declared := ""
+	if c.csv {
+		declared = "text/csv"
+	}
+	opts, _ := json.Marshal(c.opts)
+	plan, err := r.PrepareTyped(c.input, declared, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.csv && plan.Job.Request.InputName != "input.csv" {
+		t.Fatalf("declared text/csv, the input is named %s", plan.Job.Request.InputName)
+	}
+	plan.Job.Input = bytes.NewReader(c.input)
+	return plan
+}
+
+// checkOffice checks how c's job ended.
+func checkOffice(t *testing.T, m *sandbox.Manager, c officeCase, res *sandbox.Result, err error, took time.Duration) {
+	t.Helper()
+	if c.fails != "" {
+		var e *sandbox.Error
+		if !errors.As(err, &e) || e.Outcome != sandbox.RenderFailed || !strings.Contains(e.Msg, c.fails) {
+			t.Errorf("%s: %v, want render_failed saying %q", c.name, err, c.fails)
+		} else if took > 30*time.Second {
+			t.Errorf("%s: failed after %s, want it at once", c.name, took)
+		}
+		if e != nil && (strings.Contains(e.Msg, "s3cret") || strings.Contains(e.Msg, "nope")) {
+			t.Errorf("%s: the error shows the password: %q", c.name, e.Msg)
+		}
+		return
+	}
+	if err != nil {
+		t.Errorf("%s: %v", c.name, err)
+		return
+	}
+	r, _ := render.Lookup("office-pdf")
+	outs, err := r.AcceptOutputs(res.Response.Files)
+	if err != nil || len(outs) != 1 {
+		t.Errorf("%s: outputs %v (%v)", c.name, outs, err)
+		return
+	}
+	c.check(t, m, outs[0].Data)
+}
+
+// Each option of office-pdf, checked on the PDF, in a cold sandbox (the
+// agent boots LibreOffice for the job) and in pool sandboxes (booted, or
+// restored, before the job).
+func TestOfficeOptions(t *testing.T) {
+	m := testenv.Manager(t, sandbox.Config{})
+	cases := officeCases(encryptedDOCX(t, m))
+	t.Run("cold", func(t *testing.T) {
+		for _, c := range cases {
+			t0 := time.Now()
+			res, err := m.Run(context.Background(), officePlan(t, c).Job)
+			t.Logf("%s: %s", c.name, time.Since(t0))
+			checkOffice(t, m, c, res, err, time.Since(t0))
+		}
+	})
+	t.Run("warm", func(t *testing.T) {
+		p := poolOf(t, m, render.FamilyOffice, 1, true)
+		for _, c := range cases {
+			waitIdle(t, p, render.FamilyOffice, 1, 3*time.Minute)
+			plan := officePlan(t, c)
+			t0 := time.Now()
+			sb, mode := p.Take(context.Background(), render.FamilyOffice, plan.Job.Limits)
+			if sb == nil || mode != sandbox.ModeRestored {
+				t.Fatalf("pool gave %v in mode %q", sb, mode)
+			}
+			res, err := m.RunIn(context.Background(), sb, plan.Job)
+			t.Logf("%s: %s", c.name, time.Since(t0))
+			checkOffice(t, m, c, res, err, time.Since(t0))
+		}
+	})
+}
+
+func pageSize(t *testing.T, m *sandbox.Manager, pdf []byte) (w, h float64) {
+	t.Helper()
+	s := pdfInfo(t, m, pdf)["Page size"]
+	if _, err := fmt.Sscanf(s, "%g x %g", &w, &h); err != nil {
+		t.Fatalf("pdfinfo page size %q: %v", s, err)
+	}
+	return w, h
+}
+
+func wantPages(t *testing.T, m *sandbox.Manager, pdf []byte, n int) {
+	t.Helper()
+	if got := pdfInfo(t, m, pdf)["Pages"]; got != strconv.Itoa(n) {
+		t.Errorf("pdfinfo pages %s, want %d", got, n)
+	}
+}
