@@ -241,3 +241,52 @@ func wantPages(t *testing.T, m *sandbox.Manager, pdf []byte, n int) {
 		t.Errorf("pdfinfo pages %s, want %d", got, n)
 	}
 }
+
+// imageLine is pdfimages -list's line of the first image: its width in
+// pixels, horizontal resolution and stored size.
+func imageLine(t *testing.T, m *sandbox.Manager, pdf []byte) (width int, ppi int, size string) {
+	t.Helper()
+	for _, l := range strings.Split(testenv.Tool(t, m, "pdfimages", pdf, "-list"), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 16 && f[2] == "image" {
+			width, _ = strconv.Atoi(f[3])
+			ppi, _ = strconv.Atoi(f[12])
+			return width, ppi, f[14]
+		}
+	}
+	t.Fatalf("no image in the PDF")
+	return
+}
+
+// sizeBytes reads pdfimages' size column (123B, 61.9K, 1.2M).
+func sizeBytes(s string) float64 {
+	mult := map[byte]float64{'B': 1, 'K': 1 << 10, 'M': 1 << 20}[s[len(s)-1]]
+	v, _ := strconv.ParseFloat(s[:len(s)-1], 64)
+	return v * mult
+}
+
+// The image options, checked on the PDF: the picture's pixels and
+// resolution (max_image_resolution) and its stored size (quality).
+func TestOfficeImageOptions(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	doc := samples.FODTImage(encodePNG(samples.Noise(600, 600, 7)))
+	run := func(opts map[string]any) []byte {
+		out, _ := renderOK(t, m, "office-pdf", doc, opts)
+		return out["output.pdf"]
+	}
+	def := run(nil)
+	w, ppi, size := imageLine(t, m, def)
+	if w != 600 || ppi < 280 || ppi > 320 {
+		t.Errorf("default: the picture is %d px at %d ppi, want 600 px at 300", w, ppi)
+	}
+	if text := pdfText(t, m, def); !strings.Contains(text, "A picture") {
+		t.Errorf("default: text %q", text)
+	}
+	if w, ppi, _ := imageLine(t, m, run(map[string]any{"max_image_resolution": 75})); w > 160 || ppi > 80 {
+		t.Errorf("max_image_resolution 75: the picture is %d px at %d ppi, want about 150 px at 75", w, ppi)
+	}
+	if _, _, low := imageLine(t, m, run(map[string]any{"quality": 5})); sizeBytes(low) > sizeBytes(size)/2 {
+		t.Errorf("quality 5: the picture takes %s, want well under half of quality 90's %s", low, size)
+	}
+}

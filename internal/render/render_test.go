@@ -115,7 +115,10 @@ func TestEveryRendererRefusesBadRequestsBeforeAnySandbox(t *testing.T) {
 			case len(o.Enum) > 0:
 				bad = "not-" + o.Enum[0]
 			case o.Pattern != "":
-				bad = "; rm -rf /"
+				// No pattern takes a NUL, not even a password's.
+				bad = "\x00; rm -rf /"
+			case o.MaxLength > 0:
+				bad = strings.Repeat("x", o.MaxLength+1)
 			case o.Type == "boolean":
 				bad = "yes"
 			default:

@@ -3,6 +3,7 @@ package samples
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/xml"
 	"fmt"
@@ -213,4 +214,36 @@ func ZipDirectory(entries int, stated uint64) []byte {
 	le.PutUint32(end[16:], uint32(dirStart))
 	b.Write(end)
 	return b.Bytes()
+}
+
+// FODTImage is a flat ODF text document (one XML file) with a paragraph
+// and img (a PNG) drawn 2 inches wide.
+func FODTImage(img []byte) []byte {
+	return []byte(`<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+ xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+ xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
+ xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0"
+ office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
+<office:body><office:text>
+<text:p>A picture</text:p>
+<text:p><draw:frame draw:name="Picture" svg:width="2in" svg:height="2in" text:anchor-type="as-char"><draw:image><office:binary-data>` +
+		base64.StdEncoding.EncodeToString(img) + `</office:binary-data></draw:image></draw:frame></text:p>
+</office:text></office:body></office:document>
+`)
+}
+
+// Noise is a w×h image of random grey levels from seed: what JPEG
+// compresses badly, so its quality shows in the bytes.
+func Noise(w, h int, seed uint32) *image.RGBA {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	x := seed | 1
+	for i := 0; i < len(img.Pix); i += 4 {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		v := uint8(x)
+		img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = v, v/2+64, 255-v, 255
+	}
+	return img
 }
