@@ -38,12 +38,12 @@ func TestMain(m *testing.M) {
 type backend struct {
 	name string
 	// fresh returns the DSN of an empty ledger that lives as long as t.
-	fresh func(t *testing.T) string
+	fresh func(t testing.TB) string
 }
 
 var backends = []backend{
-	{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "ledger.db") }},
-	{"postgres", func(t *testing.T) string {
+	{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "ledger.db") }},
+	{"postgres", func(t testing.TB) string {
 		pg.once.Do(func() { pg.srv, pg.err = testenv.NewPostgres() })
 		if pg.err != nil {
 			t.Fatal(pg.err)
@@ -72,7 +72,7 @@ func eachBackend(t *testing.T, f func(t *testing.T, s ledger.Store, dsn string))
 }
 
 // openStore opens dsn with ledger.OpenStore, closed when the test ends.
-func openStore(t *testing.T, dsn string) ledger.Store {
+func openStore(t testing.TB, dsn string) ledger.Store {
 	t.Helper()
 	s, err := ledger.OpenStore(context.Background(), dsn)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/renderbox/renderbox/migrations"
 )
 
-func newKey(t *testing.T, s ledger.Store, name string) (string, ledger.Key) {
+func newKey(t testing.TB, s ledger.Store, name string) (string, ledger.Key) {
 	t.Helper()
 	secret, k, err := s.CreateKey(context.Background(), name)
 	if err != nil {
@@ -31,7 +31,7 @@ func newKey(t *testing.T, s ledger.Store, name string) (string, ledger.Key) {
 	return secret, k
 }
 
-func newJob(t *testing.T, s ledger.Store, j ledger.Job) ledger.Job {
+func newJob(t testing.TB, s ledger.Store, j ledger.Job) ledger.Job {
 	t.Helper()
 	if j.Renderer == "" {
 		j.Renderer = "html-pdf"
