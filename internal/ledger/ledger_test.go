@@ -535,6 +535,38 @@ func TestListJobsPagination(t *testing.T) {
 	})
 }
 
+// Jobs created at the same time list by id in byte order on both
+// backends, whatever the database's collation: a client may choose ids
+// that a collation for people sorts otherwise.
+func TestListJobsTiesInByteOrder(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s ledger.Store, dsn string) {
+		_, k := newKey(t, s, "ties")
+		at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		for _, id := range []string{"job_a", "job-Z", "job_B", "job_0", "Job_1"} {
+			newJob(t, s, ledger.Job{ID: id, Owner: k.ID, CreatedAt: at})
+		}
+		var got []string
+		cursor := ""
+		for {
+			jobs, next, err := s.ListJobs(context.Background(), k.ID, ledger.ListOptions{Limit: 2, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range jobs {
+				got = append(got, j.ID)
+			}
+			if cursor = next; cursor == "" {
+				break
+			}
+		}
+		want := []string{"job_a", "job_B", "job_0", "job-Z", "Job_1"}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("ListJobs: got %v, want %v (id descending, byte order)", got, want)
+		}
+	})
+}
+
 func TestMarkRunningNeverResurrects(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s ledger.Store, dsn string) {

@@ -177,11 +177,13 @@ func (p *PostgresServer) start(bin string, cred *syscall.Credential) error {
 }
 
 // NewDatabase makes an empty database for the test on the server and
-// returns its URL. It is dropped when the test ends.
+// returns its URL. It is dropped when the test ends. Its collation is
+// ICU's en-US, not the cluster's C: an operator's database usually sorts
+// text for people, and code that needs byte order must say so.
 func (p *PostgresServer) NewDatabase(t testing.TB) string {
 	t.Helper()
 	name := fmt.Sprintf("test_%d", p.n.Add(1))
-	p.exec(t, "CREATE DATABASE "+name)
+	p.exec(t, "CREATE DATABASE "+name+" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'")
 	t.Cleanup(func() { p.exec(t, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
 	u, _ := url.Parse(p.URL)
 	u.Path = "/" + name

@@ -5,9 +5,11 @@
 -- nanosecond on either backend (timestamptz keeps microseconds). JSON
 -- columns are json, not jsonb: json keeps the text as written, and an
 -- Idempotency-Key replay compares options by the bytes the API recorded.
+-- Ids are COLLATE "C": listings break created_at ties by id in byte
+-- order, as SQLite does, whatever the database's default collation.
 
 CREATE TABLE api_keys (
-    id            TEXT   NOT NULL PRIMARY KEY,  -- key_<hex>
+    id            TEXT   COLLATE "C" NOT NULL PRIMARY KEY,  -- key_<hex>
     name          TEXT   NOT NULL,
     secret_sha256 TEXT   NOT NULL,              -- sha256 hex of the whole secret; the secret itself is never stored
     created_at    BIGINT NOT NULL,
@@ -15,8 +17,8 @@ CREATE TABLE api_keys (
 );
 
 CREATE TABLE jobs (
-    id              TEXT    NOT NULL PRIMARY KEY,
-    owner           TEXT    NOT NULL REFERENCES api_keys (id),
+    id              TEXT    COLLATE "C" NOT NULL PRIMARY KEY,
+    owner           TEXT    COLLATE "C" NOT NULL REFERENCES api_keys (id),
     renderer        TEXT    NOT NULL,
     options         JSON    NOT NULL DEFAULT '{}',
     input_sha256    TEXT    NOT NULL,

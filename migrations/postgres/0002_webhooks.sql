@@ -8,7 +8,7 @@
 -- runs out, and another one retries.
 
 CREATE TABLE webhooks (
-    job_id       TEXT    NOT NULL PRIMARY KEY REFERENCES jobs (id),
+    job_id       TEXT    COLLATE "C" NOT NULL PRIMARY KEY REFERENCES jobs (id),
     url          TEXT    NOT NULL,
     state        TEXT    NOT NULL DEFAULT 'pending'
                  CHECK (state IN ('pending', 'delivered', 'failed')),
