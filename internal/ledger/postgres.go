@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +25,10 @@ type Postgres struct {
 }
 
 var _ Store = (*Postgres)(nil)
+
+// defaultConnectTimeout bounds a connection attempt when the URL has no
+// connect_timeout.
+const defaultConnectTimeout = 10 * time.Second
 
 // migrationLockKey is the pg_advisory_xact_lock key that migrating
 // processes take turns on: "renderbx" in ASCII.
@@ -108,6 +113,11 @@ func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
 	if err != nil {
 		// pgconn's parse errors redact the password themselves.
 		return nil, fmt.Errorf("open ledger %s: %w", name, err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// A server that does not answer (a dropped route) fails the
+		// start, and later a request, instead of hanging on the dial.
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
