@@ -173,8 +173,11 @@ func (s *sqlStore) ListJobs(ctx context.Context, owner string, opts ListOptions)
 		where = append(where, "(created_at, id) < ("+arg(c.createdAt)+", "+arg(c.id)+")")
 	}
 	// One row more than the page tells whether another page follows.
-	rows, err := s.r.QueryContext(ctx, "SELECT "+jobColumns+" FROM jobs WHERE "+
-		strings.Join(where, " AND ")+" ORDER BY created_at DESC, id DESC LIMIT "+arg(limit+1), args...)
+	// (The query is built before the call: Go leaves unspecified whether
+	// args would be read before or after arg appends to it.)
+	q := "SELECT " + jobColumns + " FROM jobs WHERE " + strings.Join(where, " AND ") +
+		" ORDER BY created_at DESC, id DESC LIMIT " + arg(limit+1)
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list jobs: %w", err)
 	}
