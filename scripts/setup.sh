@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what renderbox needs on a fresh Debian bookworm machine, as root,
-# idempotently: Debian packages (mmdebstrap, redis-server, poppler-utils),
-# a static runsc at the pinned version, and the renderer rootfs.
+# idempotently: Debian packages (mmdebstrap, redis-server, poppler-utils,
+# postgresql), a static runsc at the pinned version, and the renderer rootfs.
 #   scripts/setup.sh            everything
 #   scripts/setup.sh --no-rootfs  skip the rootfs build
 set -euo pipefail
@@ -14,14 +14,35 @@ command -v go >/dev/null || die "Go 1.26 is required (https://go.dev/doc/install
 
 # Debian packages. poppler-utils on the host is only for the benchmark's
 # native baseline; renderers always run in the sandbox's rootfs.
+# postgresql: the ledger's tests run each backend, PostgreSQL on a private
+# server they start from its binaries (internal/testenv).
 missing=()
-for pkg in mmdebstrap redis-server poppler-utils util-linux curl; do
+for pkg in mmdebstrap redis-server poppler-utils util-linux curl postgresql; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
+if [[ " ${missing[*]} " == *" postgresql "* ]]; then
+  # Debian's package would create a "main" cluster on port 5432 and may
+  # start it: a server nobody configured, which the tests do not use. Ask
+  # for none (a drop-in that pg_createcluster's settings read), and stop
+  # any cluster that the install started anyway.
+  mkdir -p /etc/postgresql-common/createcluster.d
+  echo "create_main_cluster = false  # renderbox: no system cluster (scripts/setup.sh)" \
+    > /etc/postgresql-common/createcluster.d/renderbox.conf
+  fresh_postgresql=1
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ -n "${fresh_postgresql:-}" ] && command -v pg_lsclusters >/dev/null; then
+  pg_lsclusters -h | while read -r version cluster _ status _; do
+    if [ "$status" = online ]; then
+      echo "setup: stopping PostgreSQL cluster $version/$cluster that the install started"
+      pg_ctlcluster "$version" "$cluster" stop
+      echo manual > "/etc/postgresql/$version/$cluster/start.conf"
+    fi
+  done
 fi
 
 # The OpenAPI lint in the test suite runs through npx.

@@ -25,7 +25,9 @@ go test -race -count=1 -p 1 -timeout 45m ./...
 # with a spurious "context deadline exceeded" (golang/go#75804). Each line
 # is a package, a target and its count: the framing parsers get the most,
 # the parsers of a client's request (intake, options, limits, sniffing,
-# cursors, idempotency keys) a short run each ($FUZZTIME overrides all).
+# cursors, idempotency keys) a short run each, and text stored by both
+# ledger backends a shorter one (each input is two database round trips)
+# ($FUZZTIME overrides all).
 while read -r pkg target count; do
   go test -run '^$' -fuzz "^$target\$" -fuzztime "${FUZZTIME:-$count}" "$pkg" </dev/null
 done <<'TARGETS'
@@ -42,4 +44,5 @@ done <<'TARGETS'
 ./internal/render FuzzImageHeader 20000x
 ./internal/ledger FuzzDecodeCursor 20000x
 ./internal/ledger FuzzIdempotencyKey 20000x
+./internal/ledger FuzzStoredText 2000x
 TARGETS

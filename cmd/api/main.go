@@ -5,6 +5,10 @@
 //	api keys create -db F NAME        create a key; prints its secret once
 //	api keys revoke -db F ID          revoke a key
 //	api keys list -db F               list keys
+//
+// The ledger (-db) is a SQLite file or a PostgreSQL URL; a URL with a
+// password comes from RENDERBOX_DB or a file (-db-file), never from a
+// flag value, which ps shows to every user of the host.
 package main
 
 import (
@@ -17,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,9 +46,16 @@ type Config struct {
 	// Redis is the queue's Redis address. Default 127.0.0.1:6379. Env
 	// RENDERBOX_REDIS.
 	Redis string
-	// DB is the SQLite ledger file. Default /var/lib/renderbox/api/ledger.db.
-	// Env RENDERBOX_DB.
+	// DB is the ledger: a SQLite file, or a PostgreSQL URL
+	// (postgres://… or postgresql://…) that several API replicas share.
+	// Default /var/lib/renderbox/api/ledger.db. Env RENDERBOX_DB. A -db
+	// flag holding a password is refused: pass such a URL in RENDERBOX_DB
+	// or DBFile, or the password in PGPASSWORD or ~/.pgpass.
 	DB string
+	// DBFile names a file whose first line is DB, for a URL with
+	// credentials (0600, the API's user's). Default none. Env
+	// RENDERBOX_DB_FILE.
+	DBFile string
 	// Retention is how long inputs, outputs and finished jobs' queue
 	// records (completed and archived tasks) are kept. Default 24h.
 	Retention time.Duration
@@ -80,7 +92,8 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", env("ADDR", "127.0.0.1:8080"), "listen address")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("METRICS_ADDR", "127.0.0.1:9090"), `serve /metrics here, apart from the API ("" disables)`)
 	fs.StringVar(&c.Redis, "redis", env("REDIS", "127.0.0.1:6379"), "Redis address")
-	fs.StringVar(&c.DB, "db", env("DB", "/var/lib/renderbox/api/ledger.db"), "SQLite ledger file")
+	fs.StringVar(&c.DB, "db", env("DB", "/var/lib/renderbox/api/ledger.db"), "the ledger: a SQLite file or a PostgreSQL URL (postgres://…; a password goes in RENDERBOX_DB or -db-file, not here)")
+	fs.StringVar(&c.DBFile, "db-file", env("DB_FILE", ""), "read the ledger's -db value (e.g. a PostgreSQL URL with its password) from the first line of this file")
 	fs.DurationVar(&c.Retention, "retention", 24*time.Hour, "how long inputs, outputs and finished jobs' queue records are kept")
 	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", 64<<20, "largest request body (413 past it)")
 	fs.IntVar(&c.Limits.MaxQueueDepth, "max-queue-depth", 1000, "most jobs waiting or running (503 past it)")
@@ -122,6 +135,9 @@ func (c Config) webhooks() (api.Webhooks, error) {
 	}
 	path := c.WebhookSecretFile
 	if path == "" {
+		if ledger.IsPostgresURL(c.DB) {
+			return api.Webhooks{}, errors.New("config: a PostgreSQL ledger has no directory for webhook.key: set -webhook-secret-file (RENDERBOX_WEBHOOK_SECRET_FILE), the same file on every API replica")
+		}
 		path = filepath.Join(filepath.Dir(c.DB), "webhook.key")
 	}
 	master, err := webhook.LoadOrCreateMaster(path)
@@ -130,6 +146,32 @@ func (c Config) webhooks() (api.Webhooks, error) {
 	}
 	p := webhook.Policy{Allow: allow}
 	return api.Webhooks{Master: master, Policy: p, Sender: webhook.NewSender(p, nil, c.WebhookTimeout), Schedule: sched}, nil
+}
+
+// resolveDB settles DB after fs parsed the command line: -db-file's
+// first line when one is named, and never a password that the command
+// line carried.
+func (c *Config) resolveDB(fs *flag.FlagSet) error {
+	dbFlag := false
+	fs.Visit(func(f *flag.Flag) { dbFlag = dbFlag || f.Name == "db" })
+	if c.DBFile != "" {
+		if dbFlag {
+			return errors.New("config: -db and -db-file both name the ledger; keep one")
+		}
+		b, err := os.ReadFile(c.DBFile)
+		if err != nil {
+			return fmt.Errorf("config: reading the ledger's URL from -db-file: %w", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if c.DB = strings.TrimSpace(line); c.DB == "" {
+			return fmt.Errorf("config: -db-file %s is empty (write the ledger's URL or path on its first line)", c.DBFile)
+		}
+		return nil
+	}
+	if dbFlag && ledger.IsPostgresURL(c.DB) && ledger.URLHasPassword(c.DB) {
+		return fmt.Errorf("config: -db %s carries a password, which ps shows to every user; pass the URL in RENDERBOX_DB or in a file named by -db-file (RENDERBOX_DB_FILE), or the password in PGPASSWORD or ~/.pgpass", ledger.Redact(c.DB))
+	}
+	return nil
 }
 
 func (c Config) validate() error {
@@ -179,13 +221,16 @@ func serve(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := c.resolveDB(fs); err != nil {
+		return err
+	}
 	if err := c.validate(); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	store, err := ledger.Open(ctx, c.DB)
+	store, err := ledger.OpenStore(ctx, c.DB)
 	if err != nil {
-		return fmt.Errorf("opening the ledger %s: %w", c.DB, err)
+		return fmt.Errorf("opening the ledger: %w", err)
 	}
 	defer store.Close()
 	// While Redis is away a request should hear 503 quickly rather than
@@ -238,7 +283,7 @@ func serve(ctx context.Context, args []string) error {
 		go func() { errc <- msrv.ListenAndServe() }()
 	}
 	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("api listening", "addr", c.Addr, "metrics_addr", c.MetricsAddr, "redis", c.Redis, "db", c.DB)
+	log.Info("api listening", "addr", c.Addr, "metrics_addr", c.MetricsAddr, "redis", c.Redis, "db", ledger.Redact(c.DB))
 	// Either listener failing (its address taken) ends the process; a
 	// shutdown ends both with ErrServerClosed.
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -250,7 +295,7 @@ func serve(ctx context.Context, args []string) error {
 
 func keys(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: api keys create|revoke|list [-db FILE] [NAME|ID]")
+		return errors.New("usage: api keys create|revoke|list [-db FILE|-db-file F] [NAME|ID]")
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("api keys "+sub, flag.ContinueOnError)
@@ -259,9 +304,12 @@ func keys(ctx context.Context, args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	store, err := ledger.Open(ctx, c.DB)
+	if err := c.resolveDB(fs); err != nil {
+		return err
+	}
+	store, err := ledger.OpenStore(ctx, c.DB)
 	if err != nil {
-		return fmt.Errorf("opening the ledger %s: %w", c.DB, err)
+		return fmt.Errorf("opening the ledger: %w", err)
 	}
 	defer store.Close()
 	switch sub {

@@ -2,9 +2,11 @@
 // one row per job with its owner, renderer, options, input digest, state,
 // error, timings and output manifest.
 //
-// The Store interface is what the API and the worker use; SQLite (pure Go,
-// modernc.org/sqlite) is the embedded implementation, and PostgreSQL can
-// implement the same interface to back several API replicas.
+// The Store interface is what the API and the worker use. SQLite (pure Go,
+// modernc.org/sqlite) is the embedded implementation for one host;
+// PostgreSQL (pgx) backs several API replicas. OpenStore picks one by the
+// DSN: a postgres:// URL or a file path. Both run the same SQL (sql_*.go)
+// with what differs in a dialect, and the same tests.
 //
 // Two rules hold whatever backs the store:
 //   - a key sees only its own jobs: another key's job is ErrNotFound, never

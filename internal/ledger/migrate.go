@@ -8,8 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/renderbox/renderbox/migrations"
 )
 
 // migration is one embedded NNNN_name.sql file.
@@ -47,40 +45,56 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 	return ms, nil
 }
 
-// migrate applies the embedded migrations db has not recorded, in order,
+// migrate applies the migrations of d that db has not recorded, in order,
 // each in its own transaction together with its schema_migrations row, so a
-// failed migration leaves no trace and the next Open retries it.
-func migrate(ctx context.Context, db *sql.DB) error {
-	ms, err := loadMigrations(migrations.FS)
+// failed migration leaves no trace and the next open retries it. Every
+// transaction first takes d's migration lock, so two processes opening one
+// new database (two API replicas starting together) take turns: the second
+// finds each version recorded and applies nothing.
+func migrate(ctx context.Context, db *sql.DB, d dialect) error {
+	ms, err := loadMigrations(d.migrations)
 	if err != nil {
 		return err
 	}
 	if len(ms) == 0 {
 		return fmt.Errorf("no embedded migrations (the migrations package must embed *.sql)")
 	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INTEGER NOT NULL PRIMARY KEY,
-		applied_at INTEGER NOT NULL
-	) STRICT`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
+	locked := func(fn func(tx *sql.Tx) error) error {
+		return inTx(ctx, db, func(tx *sql.Tx) error {
+			if d.migrationLock != "" {
+				if _, err := tx.ExecContext(ctx, d.migrationLock); err != nil {
+					return fmt.Errorf("take the migration lock: %w", err)
+				}
+			}
+			return fn(tx)
+		})
 	}
 
-	// Refuse a database that a newer renderbox has migrated: this binary
-	// would misread its schema.
-	var newest sql.NullInt64
-	if err := db.QueryRowContext(ctx, "SELECT max(version) FROM schema_migrations").Scan(&newest); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	if known := ms[len(ms)-1].version; newest.Valid && newest.Int64 > int64(known) {
-		return fmt.Errorf("database schema is at version %d, newer than this binary's %d (upgrade renderbox)", newest.Int64, known)
+	err = locked(func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, d.migrationsTable); err != nil {
+			return fmt.Errorf("create schema_migrations: %w", err)
+		}
+		// Refuse a database that a newer renderbox has migrated: this
+		// binary would misread its schema.
+		var newest sql.NullInt64
+		if err := tx.QueryRowContext(ctx, "SELECT max(version) FROM schema_migrations").Scan(&newest); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if known := ms[len(ms)-1].version; newest.Valid && newest.Int64 > int64(known) {
+			return fmt.Errorf("database schema is at version %d, newer than this binary's %d (upgrade renderbox)", newest.Int64, known)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 
 	for _, m := range ms {
-		err := inTx(ctx, db, func(tx *sql.Tx) error {
-			// Checked inside the (IMMEDIATE) transaction so two processes
-			// opening the same new file do not both apply it.
+		err := locked(func(tx *sql.Tx) error {
+			// Checked under the lock so that two processes opening the
+			// same new database do not both apply it.
 			var n int
-			if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations WHERE version = ?", m.version).Scan(&n); err != nil {
+			if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations WHERE version = $1", m.version).Scan(&n); err != nil {
 				return err
 			}
 			if n > 0 {
@@ -89,7 +103,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)", m.version, toNanos(now()))
+			_, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)", m.version, toNanos(now()))
 			return err
 		})
 		if err != nil {

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/renderbox/renderbox/migrations"
 )
 
 // busyTimeout is how long a connection waits on another process's lock
@@ -24,8 +27,7 @@ const busyTimeout = 5 * time.Second
 // to upgrade its lock. Reads use a separate query-only pool: in WAL mode
 // they run alongside the writer and see every committed write.
 type SQLite struct {
-	w *sql.DB // the single writer
-	r *sql.DB // readers
+	sqlStore
 }
 
 var _ Store = (*SQLite)(nil)
@@ -65,7 +67,7 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 		w.Close()
 		return nil, fmt.Errorf("open ledger %q: %w", path, err)
 	}
-	if err := migrate(ctx, w); err != nil {
+	if err := migrate(ctx, w, sqliteDialect); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open ledger %q: %w", path, err)
 	}
@@ -79,7 +81,7 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 
-	s := &SQLite{w: w, r: r}
+	s := &SQLite{sqlStore{w: w, r: r, d: sqliteDialect}}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open ledger %q: %w", path, err)
@@ -101,71 +103,30 @@ func checkWAL(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// Ping checks that both pools answer.
-func (s *SQLite) Ping(ctx context.Context) error {
-	if err := s.w.PingContext(ctx); err != nil {
-		return fmt.Errorf("ping ledger writer: %w", err)
-	}
-	if err := s.r.PingContext(ctx); err != nil {
-		return fmt.Errorf("ping ledger readers: %w", err)
-	}
-	return nil
-}
-
 // Close closes both pools.
-func (s *SQLite) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
-}
+func (s *SQLite) Close() error { return s.close() }
 
-// write runs fn in a transaction on the writer connection and commits it
-// when fn returns nil. fn must use tx for every statement: the writer pool
-// has one connection, which fn's transaction already holds.
-func (s *SQLite) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return inTx(ctx, s.w, fn)
-}
-
-func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin transaction: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		if rbErr := rollback(tx); rbErr != nil {
-			return errors.Join(err, rbErr)
+var sqliteDialect = dialect{
+	migrations: migrations.FS,
+	migrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER NOT NULL PRIMARY KEY,
+		applied_at INTEGER NOT NULL
+	) STRICT`,
+	// The writer's transactions begin IMMEDIATE: no other process writes
+	// until one ends, and no two claims can overlap.
+	migrationLock: "",
+	claimLock:     "",
+	violation: func(err error) violation {
+		var se *sqlite.Error
+		if !errors.As(err, &se) {
+			return noViolation
 		}
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit transaction: %w", err)
-	}
-	return nil
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return primaryKeyViolation
+		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+			return foreignKeyViolation
+		}
+		return noViolation
+	},
 }
-
-func rollback(tx *sql.Tx) error {
-	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-		return fmt.Errorf("roll back transaction: %w", err)
-	}
-	return nil
-}
-
-// Times are stored as unix nanoseconds, UTC.
-
-func toNanos(t time.Time) int64 { return t.UTC().UnixNano() }
-
-func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
-
-func nullNanos(t time.Time) sql.NullInt64 {
-	if t.IsZero() {
-		return sql.NullInt64{}
-	}
-	return sql.NullInt64{Int64: toNanos(t), Valid: true}
-}
-
-func fromNullNanos(n sql.NullInt64) time.Time {
-	if !n.Valid {
-		return time.Time{}
-	}
-	return fromNanos(n.Int64)
-}
-
-func now() time.Time { return time.Now().UTC() }

@@ -28,10 +28,13 @@ const (
 )
 
 // CreateKey makes a new API key. The returned secret is the only copy.
-func (s *SQLite) CreateKey(ctx context.Context, name string) (string, Key, error) {
+func (s *sqlStore) CreateKey(ctx context.Context, name string) (string, Key, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return "", Key{}, fmt.Errorf("create api key: empty name (name the key after who will hold it): %w", ErrInvalid)
+	}
+	if !storableText(name) {
+		return "", Key{}, fmt.Errorf("create api key: the name holds NUL or invalid UTF-8 (use UTF-8 text): %w", ErrInvalid)
 	}
 	idHex, err := randomHex(keyIDBytes)
 	if err != nil {
@@ -46,7 +49,7 @@ func (s *SQLite) CreateKey(ctx context.Context, name string) (string, Key, error
 
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
-			"INSERT INTO api_keys (id, name, secret_sha256, created_at) VALUES (?, ?, ?, ?)",
+			"INSERT INTO api_keys (id, name, secret_sha256, created_at) VALUES ($1, $2, $3, $4)",
 			k.ID, k.Name, hashSecret(secret), toNanos(k.CreatedAt))
 		return err
 	})
@@ -59,7 +62,7 @@ func (s *SQLite) CreateKey(ctx context.Context, name string) (string, Key, error
 // Authenticate returns the live key secret belongs to. Every failure wraps
 // ErrUnauthorized with the same message, so a caller learns nothing about
 // which part was wrong.
-func (s *SQLite) Authenticate(ctx context.Context, secret string) (Key, error) {
+func (s *sqlStore) Authenticate(ctx context.Context, secret string) (Key, error) {
 	unauthorized := fmt.Errorf("authenticate: %w", ErrUnauthorized)
 
 	idHex, ok := parseSecret(secret)
@@ -73,7 +76,7 @@ func (s *SQLite) Authenticate(ctx context.Context, secret string) (Key, error) {
 		revoked sql.NullInt64
 	)
 	err := s.r.QueryRowContext(ctx,
-		"SELECT id, name, secret_sha256, created_at, revoked_at FROM api_keys WHERE id = ?",
+		"SELECT id, name, secret_sha256, created_at, revoked_at FROM api_keys WHERE id = $1",
 		keyIDPrefix+idHex).Scan(&k.ID, &k.Name, &stored, &created, &revoked)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -93,10 +96,10 @@ func (s *SQLite) Authenticate(ctx context.Context, secret string) (Key, error) {
 
 // RevokeKey revokes key id. Revoking a revoked key keeps its first
 // revocation time and is not an error.
-func (s *SQLite) RevokeKey(ctx context.Context, id string) error {
+func (s *sqlStore) RevokeKey(ctx context.Context, id string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx,
-			"UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+			"UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
 			toNanos(now()), id)
 		if err != nil {
 			return err
@@ -105,7 +108,7 @@ func (s *SQLite) RevokeKey(ctx context.Context, id string) error {
 			return err
 		}
 		var exists bool
-		if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM api_keys WHERE id = ?)", id).Scan(&exists); err != nil {
+		if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM api_keys WHERE id = $1)", id).Scan(&exists); err != nil {
 			return err
 		}
 		if !exists {
@@ -120,7 +123,7 @@ func (s *SQLite) RevokeKey(ctx context.Context, id string) error {
 }
 
 // ListKeys returns every key, oldest first. Hashes never leave the store.
-func (s *SQLite) ListKeys(ctx context.Context) ([]Key, error) {
+func (s *sqlStore) ListKeys(ctx context.Context) ([]Key, error) {
 	rows, err := s.r.QueryContext(ctx,
 		"SELECT id, name, created_at, revoked_at FROM api_keys ORDER BY created_at, id")
 	if err != nil {

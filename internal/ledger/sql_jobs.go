@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 const jobIDBytes = 16
@@ -44,7 +41,7 @@ const live = `('queued', 'running')`
 // CreateJob records j as a queued job; see Store. The owner must be an
 // existing key's id. Fields that belong to the job's life (State, error,
 // Attempts, StartedAt, FinishedAt, Outputs) are ignored.
-func (s *SQLite) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
+func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 	switch {
 	case j.Owner == "":
 		return Job{}, false, fmt.Errorf("create job: empty owner (pass the authenticated key's id): %w", ErrInvalid)
@@ -61,6 +58,11 @@ func (s *SQLite) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 	}
 	if !json.Valid(j.Options) || !json.Valid(j.Limits) {
 		return Job{}, false, fmt.Errorf("create job: options or limits are not valid JSON (send a JSON object): %w", ErrInvalid)
+	}
+	for _, f := range []string{j.Renderer, string(j.Options), string(j.Limits), j.InputSHA256, j.InputType, j.CallbackURL, j.OutputName} {
+		if !storableText(f) {
+			return Job{}, false, fmt.Errorf("create job: a field holds NUL or invalid UTF-8 (send UTF-8 text): %w", ErrInvalid)
+		}
 	}
 	if err := CheckIdempotencyKey(j.IdempotencyKey); err != nil {
 		return Job{}, false, fmt.Errorf("create job: %w", err)
@@ -89,7 +91,7 @@ func (s *SQLite) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 		res, err := tx.ExecContext(ctx, `INSERT INTO jobs
 			(id, owner, renderer, options, input_sha256, input_size, callback_url,
 			 idempotency_key, state, attempts, created_at, outputs, limits, input_type, output_name)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '[]', ?, ?, ?)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, '[]', $11, $12, $13)
 			ON CONFLICT (owner, idempotency_key) DO NOTHING`,
 			j.ID, j.Owner, j.Renderer, string(j.Options), j.InputSHA256, j.InputSize, j.CallbackURL,
 			nullString(j.IdempotencyKey), string(StateQueued), toNanos(j.CreatedAt), string(j.Limits), j.InputType, j.OutputName)
@@ -102,16 +104,16 @@ func (s *SQLite) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 		// The owner already sent this idempotency key: answer with that job.
 		created = false
 		j, err = scanJob(tx.QueryRowContext(ctx,
-			"SELECT "+jobColumns+" FROM jobs WHERE owner = ? AND idempotency_key = ?",
+			"SELECT "+jobColumns+" FROM jobs WHERE owner = $1 AND idempotency_key = $2",
 			j.Owner, j.IdempotencyKey))
 		return err
 	})
-	switch code := sqliteCode(err); {
+	switch v := s.d.violation(err); {
 	case err == nil:
 		return j, created, nil
-	case code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+	case v == primaryKeyViolation:
 		return Job{}, false, fmt.Errorf("create job %s: id already taken (leave Job.ID empty to get a fresh one): %w", j.ID, ErrConflict)
-	case code == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+	case v == foreignKeyViolation:
 		return Job{}, false, fmt.Errorf("create job: owner %q is not a known api key (pass the authenticated key's id): %w", j.Owner, ErrInvalid)
 	default:
 		return Job{}, false, fmt.Errorf("create job: %w", err)
@@ -119,9 +121,9 @@ func (s *SQLite) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 }
 
 // GetJob returns owner's job id. Another key's job is ErrNotFound.
-func (s *SQLite) GetJob(ctx context.Context, owner, id string) (Job, error) {
+func (s *sqlStore) GetJob(ctx context.Context, owner, id string) (Job, error) {
 	j, err := scanJob(s.r.QueryRowContext(ctx,
-		"SELECT "+jobColumns+" FROM jobs WHERE id = ? AND owner = ?", id, owner))
+		"SELECT "+jobColumns+" FROM jobs WHERE id = $1 AND owner = $2", id, owner))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Job{}, fmt.Errorf("get job %s: %w", id, ErrNotFound)
 	}
@@ -133,7 +135,7 @@ func (s *SQLite) GetJob(ctx context.Context, owner, id string) (Job, error) {
 
 // ListJobs returns a page of owner's jobs, newest first (ties broken by id,
 // descending), and the cursor of the next page, "" after the last one.
-func (s *SQLite) ListJobs(ctx context.Context, owner string, opts ListOptions) ([]Job, string, error) {
+func (s *sqlStore) ListJobs(ctx context.Context, owner string, opts ListOptions) ([]Job, string, error) {
 	if owner == "" {
 		return nil, "", fmt.Errorf("list jobs: empty owner (pass the authenticated key's id): %w", ErrInvalid)
 	}
@@ -146,14 +148,19 @@ func (s *SQLite) ListJobs(ctx context.Context, owner string, opts ListOptions) (
 	}
 
 	var (
-		where = []string{"owner = ?"}
+		where = []string{"owner = $1"}
 		args  = []any{owner}
 	)
+	// arg adds a parameter and returns its placeholder.
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
 	if opts.State != "" {
 		if err := opts.State.check(); err != nil {
 			return nil, "", fmt.Errorf("list jobs: %w", err)
 		}
-		where, args = append(where, "state = ?"), append(args, string(opts.State))
+		where = append(where, "state = "+arg(string(opts.State)))
 	}
 	if opts.Cursor != "" {
 		c, err := decodeCursor(opts.Cursor)
@@ -163,13 +170,14 @@ func (s *SQLite) ListJobs(ctx context.Context, owner string, opts ListOptions) (
 		// Keyset pagination: strictly after the last row of the previous
 		// page in (created_at DESC, id DESC) order, so rows inserted
 		// meanwhile neither repeat nor shift the page.
-		where, args = append(where, "(created_at, id) < (?, ?)"), append(args, c.createdAt, c.id)
+		where = append(where, "(created_at, id) < ("+arg(c.createdAt)+", "+arg(c.id)+")")
 	}
 	// One row more than the page tells whether another page follows.
-	args = append(args, limit+1)
-
-	rows, err := s.r.QueryContext(ctx, "SELECT "+jobColumns+" FROM jobs WHERE "+
-		strings.Join(where, " AND ")+" ORDER BY created_at DESC, id DESC LIMIT ?", args...)
+	// (The query is built before the call: Go leaves unspecified whether
+	// args would be read before or after arg appends to it.)
+	q := "SELECT " + jobColumns + " FROM jobs WHERE " + strings.Join(where, " AND ") +
+		" ORDER BY created_at DESC, id DESC LIMIT " + arg(limit+1)
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list jobs: %w", err)
 	}
@@ -197,14 +205,14 @@ func (s *SQLite) ListJobs(ctx context.Context, owner string, opts ListOptions) (
 // when a crashed worker's task is retried (asynq is at-least-once). Each call
 // that reports true increments Attempts and sets StartedAt. A terminal job —
 // canceled while queued, say — is never resurrected: false, nothing changed.
-func (s *SQLite) MarkRunning(ctx context.Context, id string, at time.Time) (bool, error) {
+func (s *sqlStore) MarkRunning(ctx context.Context, id string, at time.Time) (bool, error) {
 	if at.IsZero() {
 		at = now()
 	}
 	var moved bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx,
-			"UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = ? WHERE id = ? AND state IN "+live,
+			"UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = $1 WHERE id = $2 AND state IN "+live,
 			toNanos(at), id)
 		if err != nil {
 			return err
@@ -221,7 +229,7 @@ func (s *SQLite) MarkRunning(ctx context.Context, id string, at time.Time) (bool
 // Finish moves job id from queued or running to opts.State. Only the first
 // of racing Finish and Cancel calls reports true; the others report false
 // and change nothing, so a job reaches exactly one terminal state.
-func (s *SQLite) Finish(ctx context.Context, id string, opts FinishOptions) (bool, error) {
+func (s *sqlStore) Finish(ctx context.Context, id string, opts FinishOptions) (bool, error) {
 	if err := opts.check(); err != nil {
 		return false, fmt.Errorf("finish job %s: %w", id, err)
 	}
@@ -250,9 +258,10 @@ func (s *SQLite) Finish(ctx context.Context, id string, opts FinishOptions) (boo
 	var moved bool
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE jobs
-			SET state = ?, error_code = ?, error_message = ?, outputs = ?, finished_at = ?, sandbox_mode = ?, diagnostics = ?
-			WHERE id = ? AND state IN `+live,
-			string(opts.State), opts.ErrorCode, opts.ErrorMessage, string(manifest), toNanos(opts.At), opts.SandboxMode, diag, id)
+			SET state = $1, error_code = $2, error_message = $3, outputs = $4, finished_at = $5, sandbox_mode = $6, diagnostics = $7
+			WHERE id = $8 AND state IN `+live,
+			string(opts.State), storedText(opts.ErrorCode), storedText(opts.ErrorMessage), storedText(string(manifest)),
+			toNanos(opts.At), storedText(opts.SandboxMode), storedText(diag), id)
 		if err != nil {
 			return err
 		}
@@ -270,15 +279,15 @@ func (s *SQLite) Finish(ctx context.Context, id string, opts FinishOptions) (boo
 // Cancel moves owner's queued or running job to canceled and returns it. A
 // job that is already terminal comes back unchanged with ErrConflict; a
 // running job's worker learns of the cancel when its Finish reports false.
-func (s *SQLite) Cancel(ctx context.Context, owner, id string) (Job, error) {
+func (s *sqlStore) Cancel(ctx context.Context, owner, id string) (Job, error) {
 	var (
 		j     Job
 		moved bool
 	)
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE jobs
-			SET state = 'canceled', error_code = ?, error_message = 'canceled by the client', finished_at = ?
-			WHERE id = ? AND owner = ? AND state IN `+live,
+			SET state = 'canceled', error_code = $1, error_message = 'canceled by the client', finished_at = $2
+			WHERE id = $3 AND owner = $4 AND state IN `+live,
 			ErrorCodeCanceled, toNanos(now()), id, owner)
 		if err != nil {
 			return err
@@ -293,7 +302,7 @@ func (s *SQLite) Cancel(ctx context.Context, owner, id string) (Job, error) {
 			}
 		}
 		j, err = scanJob(tx.QueryRowContext(ctx,
-			"SELECT "+jobColumns+" FROM jobs WHERE id = ? AND owner = ?", id, owner))
+			"SELECT "+jobColumns+" FROM jobs WHERE id = $1 AND owner = $2", id, owner))
 		return err
 	})
 	switch {
@@ -315,7 +324,7 @@ func changedOrExists(ctx context.Context, tx *sql.Tx, res sql.Result, id string)
 		return n == 1, err
 	}
 	var exists bool
-	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?)", id).Scan(&exists); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)", id).Scan(&exists); err != nil {
 		return false, err
 	}
 	if !exists {
@@ -359,13 +368,4 @@ func scanJob(row scanner) (Job, error) {
 
 func nullString(s string) sql.NullString {
 	return sql.NullString{String: s, Valid: s != ""}
-}
-
-// sqliteCode returns the extended result code of a SQLite error, or 0.
-func sqliteCode(err error) int {
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		return se.Code()
-	}
-	return 0
 }

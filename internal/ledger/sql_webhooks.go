@@ -12,7 +12,7 @@ import (
 // asked for one. It runs in the transaction that ended the job.
 func addWebhook(ctx context.Context, tx *sql.Tx, id string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO webhooks (job_id, url, next_at)
-		SELECT id, callback_url, finished_at FROM jobs WHERE id = ? AND callback_url != ''`, id)
+		SELECT id, callback_url, finished_at FROM jobs WHERE id = $1 AND callback_url != ''`, id)
 	if err != nil {
 		return fmt.Errorf("queue webhook: %w", err)
 	}
@@ -41,9 +41,9 @@ func scanWebhook(row scanner) (Webhook, error) {
 }
 
 // GetWebhook returns the webhook of owner's job id; see Store.
-func (s *SQLite) GetWebhook(ctx context.Context, owner, id string) (Webhook, error) {
+func (s *sqlStore) GetWebhook(ctx context.Context, owner, id string) (Webhook, error) {
 	w, err := scanWebhook(s.r.QueryRowContext(ctx, "SELECT "+webhookColumns+
-		" FROM webhooks w JOIN jobs j ON j.id = w.job_id WHERE w.job_id = ? AND j.owner = ?", id, owner))
+		" FROM webhooks w JOIN jobs j ON j.id = w.job_id WHERE w.job_id = $1 AND j.owner = $2", id, owner))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Webhook{}, fmt.Errorf("get webhook of job %s: %w", id, ErrNotFound)
 	}
@@ -54,15 +54,17 @@ func (s *SQLite) GetWebhook(ctx context.Context, owner, id string) (Webhook, err
 }
 
 // ClaimWebhooks claims due webhooks; see Store. The claim and the attempt
-// count are one UPDATE, so two deliverers never hold the same webhook.
-func (s *SQLite) ClaimWebhooks(ctx context.Context, at time.Time, lease time.Duration, limit int) ([]WebhookClaim, error) {
+// count are one UPDATE whose rows are locked as they are chosen (SQLite's
+// single writer; PostgreSQL's FOR UPDATE SKIP LOCKED), so two deliverers,
+// in one process or in two replicas, never hold the same webhook.
+func (s *sqlStore) ClaimWebhooks(ctx context.Context, at time.Time, lease time.Duration, limit int) ([]WebhookClaim, error) {
 	if limit <= 0 || lease <= 0 {
 		return nil, fmt.Errorf("claim webhooks: limit %d and lease %v must be positive: %w", limit, lease, ErrInvalid)
 	}
 	var claims []WebhookClaim
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `UPDATE webhooks SET attempts = attempts + 1, next_at = ?
-			WHERE job_id IN (SELECT job_id FROM webhooks WHERE state = 'pending' AND next_at <= ? ORDER BY next_at LIMIT ?)
+		rows, err := tx.QueryContext(ctx, `UPDATE webhooks SET attempts = attempts + 1, next_at = $1
+			WHERE job_id IN (SELECT job_id FROM webhooks WHERE state = 'pending' AND next_at <= $2 ORDER BY next_at LIMIT $3 `+s.d.claimLock+`)
 			RETURNING job_id`, toNanos(at.Add(lease)), toNanos(at), limit)
 		if err != nil {
 			return err
@@ -80,11 +82,11 @@ func (s *SQLite) ClaimWebhooks(ctx context.Context, at time.Time, lease time.Dur
 			return err
 		}
 		for _, id := range ids {
-			w, err := scanWebhook(tx.QueryRowContext(ctx, "SELECT "+webhookColumns+" FROM webhooks w WHERE w.job_id = ?", id))
+			w, err := scanWebhook(tx.QueryRowContext(ctx, "SELECT "+webhookColumns+" FROM webhooks w WHERE w.job_id = $1", id))
 			if err != nil {
 				return err
 			}
-			j, err := scanJob(tx.QueryRowContext(ctx, "SELECT "+jobColumns+" FROM jobs WHERE id = ?", id))
+			j, err := scanJob(tx.QueryRowContext(ctx, "SELECT "+jobColumns+" FROM jobs WHERE id = $1", id))
 			if err != nil {
 				return err
 			}
@@ -99,7 +101,7 @@ func (s *SQLite) ClaimWebhooks(ctx context.Context, at time.Time, lease time.Dur
 }
 
 // RecordWebhook stores an attempt's outcome; see Store.
-func (s *SQLite) RecordWebhook(ctx context.Context, jobID string, a WebhookAttempt) (bool, error) {
+func (s *sqlStore) RecordWebhook(ctx context.Context, jobID string, a WebhookAttempt) (bool, error) {
 	if a.At.IsZero() {
 		a.At = now()
 	}
@@ -114,9 +116,9 @@ func (s *SQLite) RecordWebhook(ctx context.Context, jobID string, a WebhookAttem
 	var changed bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE webhooks
-			SET state = ?, next_at = ?, last_status = ?, last_error = ?, finished_at = ?
-			WHERE job_id = ? AND attempts = ? AND state = 'pending'`,
-			string(state), next, status, a.Error, finished, jobID, a.Attempt)
+			SET state = $1, next_at = $2, last_status = $3, last_error = $4, finished_at = $5
+			WHERE job_id = $6 AND attempts = $7 AND state = 'pending'`,
+			string(state), next, status, storedText(a.Error), finished, jobID, a.Attempt)
 		if err != nil {
 			return err
 		}

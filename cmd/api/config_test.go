@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/renderbox/renderbox/internal/ledger"
+	"github.com/renderbox/renderbox/internal/testenv"
+)
+
+// The ledger's URL may hold a password: it comes from the environment or
+// a file, and a flag value carrying one (which ps shows) is refused.
+func TestResolveDB(t *testing.T) {
+	dir := t.TempDir()
+	file := func(body string) string {
+		p := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_", "@", "_").Replace(body)+".url")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const secretURL = "postgres://renderbox:s3cret@db.internal:5432/renderbox?sslmode=verify-full"
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		want    string // the DB it settles on
+		wantErr string // a part of the error, "" for none
+	}{
+		{name: "default", want: "/var/lib/renderbox/api/ledger.db"},
+		{name: "sqlite flag", args: []string{"-db", "/srv/l.db"}, want: "/srv/l.db"},
+		{name: "url without password", args: []string{"-db", "postgres://renderbox@db/renderbox"}, want: "postgres://renderbox@db/renderbox"},
+		{name: "password in the flag", args: []string{"-db", secretURL}, wantErr: "RENDERBOX_DB"},
+		{name: "password parameter in the flag", args: []string{"-db", "postgresql://db/renderbox?password=s3cret"}, wantErr: "-db-file"},
+		{name: "password in the environment", env: map[string]string{"RENDERBOX_DB": secretURL}, want: secretURL},
+		{name: "password in a file", args: []string{"-db-file", file(secretURL + "\n")}, want: secretURL},
+		{name: "file from the environment", env: map[string]string{"RENDERBOX_DB_FILE": file(" " + secretURL + " \n# comment\n")}, want: secretURL},
+		{name: "file and flag", args: []string{"-db", "/srv/l.db", "-db-file", file(secretURL)}, wantErr: "keep one"},
+		{name: "empty file", args: []string{"-db-file", file("")}, wantErr: "empty"},
+		{name: "missing file", args: []string{"-db-file", filepath.Join(dir, "none")}, wantErr: "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"RENDERBOX_DB", "RENDERBOX_DB_FILE"} {
+				t.Setenv(k, tc.env[k])
+			}
+			var c Config
+			fs := flag.NewFlagSet("api serve", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			c.bind(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := c.resolveDB(fs)
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, want an error saying %q", err, tc.wantErr)
+				}
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Errorf("the error shows the password: %v", err)
+				}
+			case err != nil:
+				t.Fatalf("got %v, want nil", err)
+			case c.DB != tc.want:
+				t.Errorf("DB = %q, want %q", c.DB, tc.want)
+			}
+		})
+	}
+}
+
+// Webhook signatures need one master secret on every replica: with a
+// PostgreSQL ledger there is no directory to default it to.
+func TestWebhookSecretFileNeededWithPostgres(t *testing.T) {
+	c := Config{DB: "postgres://db/renderbox", Webhooks: true}
+	if _, err := c.webhooks(); err == nil || !strings.Contains(err.Error(), "-webhook-secret-file") {
+		t.Errorf("got %v, want an error naming -webhook-secret-file", err)
+	}
+}
+
+// api keys works on a PostgreSQL ledger whose URL, password and all, is
+// in a file.
+func TestKeysOnPostgres(t *testing.T) {
+	url := testenv.StartPostgres(t).NewDatabase(t)
+	f := filepath.Join(t.TempDir(), "db.url")
+	if err := os.WriteFile(f, []byte(url+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := keys(ctx, []string{"create", "-db-file", f, "ci"}); err != nil {
+		t.Fatalf("keys create: %v", err)
+	}
+	s, err := ledger.OpenStore(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ks, err := s.ListKeys(ctx)
+	if err != nil || len(ks) != 1 || ks[0].Name != "ci" {
+		t.Fatalf("keys in the ledger: got %v, %v; want the one named ci", ks, err)
+	}
+	if err := keys(ctx, []string{"list", "-db", url}); err == nil || !strings.Contains(err.Error(), "carries a password") {
+		t.Errorf("keys list with the password in -db: got %v, want a refusal", err)
+	}
+}
