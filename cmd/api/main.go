@@ -38,9 +38,9 @@ type Config struct {
 	// every tenant's jobs, so only the operator should reach them. ""
 	// disables. Default 127.0.0.1:9090. Env RENDERBOX_METRICS_ADDR.
 	MetricsAddr string
-	// Redis is the queue's Redis address. Default 127.0.0.1:6379. Env
-	// RENDERBOX_REDIS.
-	Redis string
+	// Redis is how to reach the queue's Redis (address, credentials, TLS;
+	// see queue.RedisConfig). Default 127.0.0.1:6379.
+	Redis queue.RedisConfig
 	// DB is the SQLite ledger file. Default /var/lib/renderbox/api/ledger.db.
 	// Env RENDERBOX_DB.
 	DB string
@@ -79,7 +79,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&c.Addr, "addr", env("ADDR", "127.0.0.1:8080"), "listen address")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("METRICS_ADDR", "127.0.0.1:9090"), `serve /metrics here, apart from the API ("" disables)`)
-	fs.StringVar(&c.Redis, "redis", env("REDIS", "127.0.0.1:6379"), "Redis address")
+	c.Redis.Bind(fs)
 	fs.StringVar(&c.DB, "db", env("DB", "/var/lib/renderbox/api/ledger.db"), "SQLite ledger file")
 	fs.DurationVar(&c.Retention, "retention", 24*time.Hour, "how long inputs, outputs and finished jobs' queue records are kept")
 	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", 64<<20, "largest request body (413 past it)")
@@ -182,6 +182,10 @@ func serve(ctx context.Context, args []string) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
+	ropts, redisShown, err := c.Redis.Options()
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	store, err := ledger.Open(ctx, c.DB)
 	if err != nil {
@@ -190,8 +194,19 @@ func serve(ctx context.Context, args []string) error {
 	defer store.Close()
 	// While Redis is away a request should hear 503 quickly rather than
 	// sit through go-redis's default five dial retries per command.
-	rdb := redis.NewClient(&redis.Options{Addr: c.Redis, DialTimeout: 2 * time.Second, DialerRetries: 1})
+	ropts.DialTimeout, ropts.DialerRetries = 2*time.Second, 1
+	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
+	// A Redis that is down is waited for (503 meanwhile); one that refuses
+	// the password or whose certificate does not verify will not change
+	// its mind: refuse to start.
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer pcancel()
+	if err := queue.CheckRedis(pctx, rdb, redisShown); errors.Is(err, queue.ErrRedisConfig) {
+		return fmt.Errorf("refusing to start: %w", err)
+	} else if err != nil {
+		log.Warn("redis does not answer yet; /readyz answers 503 until it does", "err", err)
+	}
 	hooks, err := c.webhooks()
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
@@ -238,7 +253,7 @@ func serve(ctx context.Context, args []string) error {
 		go func() { errc <- msrv.ListenAndServe() }()
 	}
 	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("api listening", "addr", c.Addr, "metrics_addr", c.MetricsAddr, "redis", c.Redis, "db", c.DB)
+	log.Info("api listening", "addr", c.Addr, "metrics_addr", c.MetricsAddr, "redis", redisShown, "db", c.DB)
 	// Either listener failing (its address taken) ends the process; a
 	// shutdown ends both with ErrServerClosed.
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {

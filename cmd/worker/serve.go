@@ -23,9 +23,9 @@ import (
 
 // serveConfig are the flags of `worker serve` beyond Config.
 type serveConfig struct {
-	// Redis is the address of the queue's Redis. Default 127.0.0.1:6379.
-	// Env RENDERBOX_REDIS.
-	Redis string
+	// Redis is how to reach the queue's Redis (address, credentials, TLS;
+	// see queue.RedisConfig).
+	Redis queue.RedisConfig
 	// Concurrency is how many sandboxes run at once. Default 2.
 	Concurrency int
 	// ShutdownTimeout is how long SIGTERM waits for running jobs before
@@ -47,7 +47,7 @@ type serveConfig struct {
 func cmdServe(ctx context.Context, args []string) error {
 	var s serveConfig
 	c, _, err := parse("serve", args, func(fs *flag.FlagSet) {
-		fs.StringVar(&s.Redis, "redis", envOr("RENDERBOX_REDIS", "127.0.0.1:6379"), "Redis address")
+		s.Redis.Bind(fs)
 		fs.IntVar(&s.Concurrency, "concurrency", 2, "sandboxes at once")
 		fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are requeued")
 		fs.StringVar(&s.MetricsAddr, "metrics-addr", envOr("RENDERBOX_WORKER_METRICS", "127.0.0.1:9091"), `serve /metrics here ("" to disable)`)
@@ -63,21 +63,30 @@ func cmdServe(ctx context.Context, args []string) error {
 	if s.Name == "" {
 		s.Name, _ = os.Hostname()
 	}
+	ropts, redisShown, err := s.Redis.Options()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	fams, err := s.Pool.families()
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log := c.logger().With("worker", s.Name)
+	// The checks (and the state dir's lock) before Redis is dialed: a
+	// second worker on a state dir refuses without touching the queue.
 	m, err := preflight(ctx, c, log, os.Stderr, fams != nil)
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: s.Redis})
+	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
-		return fmt.Errorf("refusing to start: redis at %s: %w (start it with: make redis)", s.Redis, err)
+	if err := queue.CheckRedis(pctx, rdb, redisShown); err != nil {
+		if errors.Is(err, queue.ErrRedisConfig) {
+			return fmt.Errorf("refusing to start: %w", err)
+		}
+		return fmt.Errorf("refusing to start: %w (start it with: make redis)", err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -139,7 +148,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("starting the queue consumer: %w", err)
 	}
-	log.Info("worker ready", "concurrency", s.Concurrency, "redis", s.Redis)
+	log.Info("worker ready", "concurrency", s.Concurrency, "redis", redisShown)
 	<-ctx.Done()
 	log.Info("draining: no new jobs; waiting for running ones", "timeout", s.ShutdownTimeout)
 	grace := time.AfterFunc(max(0, s.ShutdownTimeout-500*time.Millisecond), stopJobs)
