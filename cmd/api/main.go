@@ -3,6 +3,7 @@
 //
 //	api serve [flags]                 serve the API (the default command)
 //	api keys create -db F NAME        create a key; prints its secret once
+//	api keys create -admin -db F NAME an admin key: also GET /v1/workers
 //	api keys revoke -db F ID          revoke a key
 //	api keys list -db F               list keys
 package main
@@ -41,6 +42,9 @@ type Config struct {
 	// Redis is how to reach the queue's Redis (address, credentials, TLS;
 	// see queue.RedisConfig). Default 127.0.0.1:6379.
 	Redis queue.RedisConfig
+	// WorkerHeartbeatTimeout: /readyz answers 503 when no worker has sent
+	// a heartbeat within it. Default 30s.
+	WorkerHeartbeatTimeout time.Duration
 	// DB is the SQLite ledger file. Default /var/lib/renderbox/api/ledger.db.
 	// Env RENDERBOX_DB.
 	DB string
@@ -80,6 +84,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", env("ADDR", "127.0.0.1:8080"), "listen address")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("METRICS_ADDR", "127.0.0.1:9090"), `serve /metrics here, apart from the API ("" disables)`)
 	c.Redis.Bind(fs)
+	fs.DurationVar(&c.WorkerHeartbeatTimeout, "worker-heartbeat-timeout", 30*time.Second, "/readyz answers 503 when no worker has sent a heartbeat within this (a few of the workers' -heartbeat-interval)")
 	fs.StringVar(&c.DB, "db", env("DB", "/var/lib/renderbox/api/ledger.db"), "SQLite ledger file")
 	fs.DurationVar(&c.Retention, "retention", 24*time.Hour, "how long inputs, outputs and finished jobs' queue records are kept")
 	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", 64<<20, "largest request body (413 past it)")
@@ -144,6 +149,9 @@ func (c Config) validate() error {
 	}
 	if c.Limits.RedisHighWater <= 0 || c.Limits.RedisHighWater >= 1 {
 		return fmt.Errorf("config: -redis-high-water %g must be between 0 and 1 (a share of Redis's maxmemory, e.g. 0.8)", c.Limits.RedisHighWater)
+	}
+	if c.WorkerHeartbeatTimeout < time.Second || c.WorkerHeartbeatTimeout > queue.WorkerRecordTTL {
+		return fmt.Errorf("config: -worker-heartbeat-timeout %s is outside 1s to %s (default 30s)", c.WorkerHeartbeatTimeout, queue.WorkerRecordTTL)
 	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
@@ -211,7 +219,8 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}
-	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Diagnostics: c.Diagnostics}
+	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Diagnostics: c.Diagnostics,
+		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout}
 	srv := s.HTTPServer(c.Addr)
 	var msrv *http.Server
 	if c.MetricsAddr != "" {
@@ -265,12 +274,16 @@ func serve(ctx context.Context, args []string) error {
 
 func keys(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: api keys create|revoke|list [-db FILE] [NAME|ID]")
+		return errors.New("usage: api keys create|revoke|list [-db FILE] [-admin] [NAME|ID]")
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("api keys "+sub, flag.ContinueOnError)
 	var c Config
 	c.bind(fs)
+	admin := false
+	if sub == "create" {
+		fs.BoolVar(&admin, "admin", false, "an admin key: may also list the workers (GET /v1/workers)")
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -284,11 +297,15 @@ func keys(ctx context.Context, args []string) error {
 		if fs.NArg() != 1 {
 			return errors.New("usage: api keys create NAME")
 		}
-		secret, k, err := store.CreateKey(ctx, fs.Arg(0))
+		create, kind := store.CreateKey, "key"
+		if admin {
+			create, kind = store.CreateAdminKey, "admin key"
+		}
+		secret, k, err := create(ctx, fs.Arg(0))
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "created key %s (%s); the secret below is shown once:\n", k.ID, k.Name)
+		fmt.Fprintf(os.Stderr, "created %s %s (%s); the secret below is shown once:\n", kind, k.ID, k.Name)
 		fmt.Println(secret)
 	case "revoke":
 		if fs.NArg() != 1 {
@@ -307,6 +324,9 @@ func keys(ctx context.Context, args []string) error {
 			state := "active"
 			if k.Revoked() {
 				state = "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
+			}
+			if k.Admin {
+				state += "\tadmin"
 			}
 			fmt.Printf("%s\t%s\t%s\t%s\n", k.ID, k.Name, k.CreatedAt.UTC().Format(time.RFC3339), state)
 		}

@@ -8,9 +8,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/internal/rootfs"
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
@@ -138,5 +141,114 @@ func TestRedisRefusedAtStart(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+type workersJSON struct {
+	Workers []struct {
+		queue.WorkerInfo
+		AgeSeconds float64 `json:"age_seconds"`
+		Alive      bool    `json:"alive"`
+	} `json:"workers"`
+}
+
+// /readyz is 503 with a reason until a worker sends a heartbeat, 200 while
+// one does, and 503 again once a worker killed with kill -9 goes silent
+// past -worker-heartbeat-timeout; a drained worker's heartbeat goes at
+// once. GET /v1/workers shows them to admin keys only.
+func TestWorkerLiveness(t *testing.T) {
+	const bound = 3 * time.Second
+	s := newStack(t, stackOpts{noWorker: true, apiArgs: []string{"-worker-heartbeat-timeout", bound.String()}})
+	c := s.client
+	admin, tenant := s.adminKey("ops"), s.key("tenant")
+	workers := func() workersJSON {
+		t.Helper()
+		var w workersJSON
+		r := c.do("GET", "/v1/workers", admin, "", nil, nil)
+		if r.Status != 200 {
+			t.Fatalf("GET /v1/workers as admin: %d %s", r.Status, tail(r.Body))
+		}
+		r.json(t, &w)
+		return w
+	}
+	readyStatus := func() int { return c.do("GET", "/readyz", "", "", nil, nil).Status }
+
+	r := c.do("GET", "/readyz", "", "", nil, nil)
+	var rd ready
+	r.json(t, &rd)
+	if r.Status != 503 || rd.Checks["workers"] != "none" || !strings.Contains(rd.Reason, "no worker has sent a heartbeat in the last 3s") {
+		t.Errorf("/readyz before any worker: %d %s, want 503 with workers none and the reason", r.Status, r.Body)
+	}
+	if w := workers(); len(w.Workers) != 0 {
+		t.Errorf("workers before any: %+v, want none", w)
+	}
+	if r := c.do("GET", "/v1/workers", tenant, "", nil, nil); r.Status != 403 || r.problemCode(t) != "forbidden" {
+		t.Errorf("GET /v1/workers as a tenant: %d %s, want 403 forbidden", r.Status, tail(r.Body))
+	}
+	if r := c.do("GET", "/v1/workers", "", "", nil, nil); r.Status != 401 {
+		t.Errorf("GET /v1/workers without a key: %d, want 401", r.Status)
+	}
+
+	s.startWorker("-heartbeat-interval", "500ms", "-name", "fleet-a")
+	waitFor(t, "/readyz 200 once the worker sends heartbeats", 5*time.Second, func() bool { return readyStatus() == 200 })
+	tree, err := filepath.EvalSymlinks(testenv.RootfsTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	man, err := rootfs.ReadManifest(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := sandbox.CheckVersion(context.Background(), s.workerSB.Runsc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	w := workers()
+	if len(w.Workers) != 1 {
+		t.Fatalf("workers: %+v, want one", w)
+	}
+	first := w.Workers[0]
+	if first.Name != "fleet-a" || first.Host != host || first.RootfsDigest != man.TreeSHA256 || first.RunscVersion != v.Raw ||
+		first.Concurrency != 2 || !first.Alive || first.AgeSeconds > bound.Seconds() || len(first.PoolFamilies) != 0 {
+		t.Errorf("the worker: %+v, want fleet-a on %s, rootfs %s, runsc %s, concurrency 2, alive, no pool", first, host, man.TreeSHA256, v.Raw)
+	}
+	if m := s.scrape(); !strings.Contains(m, "renderbox_workers_alive 1") {
+		t.Errorf("/metrics lacks renderbox_workers_alive 1")
+	}
+
+	if err := s.worker.cmd.Process.Kill(); err != nil { // kill -9: no drain, the heartbeat stays
+		t.Fatal(err)
+	}
+	_ = s.worker.cmd.Wait()
+	killed := time.Now()
+	waitFor(t, "/readyz 503 once the killed worker's heartbeat is past the bound", bound+3*time.Second, func() bool { return readyStatus() == 503 })
+	if d := time.Since(killed); d < bound-time.Second {
+		t.Errorf("/readyz turned 503 %v after the kill, before the %v bound", d, bound)
+	}
+	t.Logf("/readyz was 503 %v after kill -9 (bound %v)", time.Since(killed).Round(time.Millisecond), bound)
+	if w := workers(); len(w.Workers) != 1 || w.Workers[0].ID != first.ID || w.Workers[0].Alive {
+		t.Errorf("workers after kill -9: %+v, want the killed one listed, not alive", w)
+	}
+
+	// A drained worker removes its heartbeat on SIGTERM: gone at once.
+	second := s.startWorker("-heartbeat-interval", "500ms", "-name", "fleet-b")
+	waitFor(t, "/readyz 200 with the second worker", 5*time.Second, func() bool { return readyStatus() == 200 })
+	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.cmd.Wait(); err != nil {
+		t.Fatalf("the drained worker: %v", err)
+	}
+	if st := readyStatus(); st != 503 {
+		t.Errorf("/readyz right after the only live worker drained: %d, want 503", st)
+	}
+	for _, x := range workers().Workers {
+		if x.Name == "fleet-b" {
+			t.Errorf("the drained worker is still listed: %+v", x)
+		}
+	}
+	if m := s.scrape(); !strings.Contains(m, "renderbox_workers_alive 0") {
+		t.Errorf("/metrics lacks renderbox_workers_alive 0")
 	}
 }

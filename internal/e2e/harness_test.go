@@ -187,14 +187,13 @@ func newStack(t *testing.T, o stackOpts) *stack {
 		s.startWorker(o.workerArgs...)
 	}
 	s.startAPI(o.apiArgs...)
-	waitFor(t, "the api to be ready", 20*time.Second, func() bool {
-		resp, err := http.Get(s.base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	if o.noWorker {
+		// /readyz is 503 without a worker (it would only queue jobs):
+		// ready but for that is what such a stack can be.
+		s.waitReadyBut("the api to answer with Redis and the ledger up (no worker in this stack)", "none")
+	} else {
+		s.waitReadyBut("the api to be ready", "")
+	}
 	s.client = newClient(t, s.base)
 	return s
 }
@@ -208,6 +207,44 @@ func (s *stack) startAPI(extra ...string) {
 	ra := s.redisFor["api"]
 	args := append([]string{"serve", "-addr", addr, "-metrics-addr", maddr, "-db", s.db}, ra.args...)
 	s.api = startEnv(s.t, "api", ra.env, append(args, extra...)...)
+}
+
+// waitReadyBut waits until /readyz answers with every check ok but the
+// workers' check, which must be workers ("" means ok too: 200).
+func (s *stack) waitReadyBut(what, workers string) {
+	s.t.Helper()
+	waitFor(s.t, what, 20*time.Second, func() bool {
+		if s.api.cmd.ProcessState != nil {
+			s.t.Fatalf("api exited:\n%s", s.api.output())
+		}
+		r, err := readyz(s.base)
+		if err != nil {
+			return false
+		}
+		if workers == "" {
+			return r.status == 200
+		}
+		return r.status == 503 && r.Checks["redis"] == "ok" && r.Checks["ledger"] == "ok" && r.Checks["workers"] == workers
+	})
+}
+
+// ready is a /readyz answer.
+type ready struct {
+	status int
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks"`
+	Reason string            `json:"reason"`
+}
+
+func readyz(base string) (ready, error) {
+	var r ready
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		return r, err
+	}
+	defer resp.Body.Close()
+	r.status = resp.StatusCode
+	return r, json.NewDecoder(resp.Body).Decode(&r)
 }
 
 // apiMemoryGrowth runs attack and returns how far the API's peak resident
@@ -289,6 +326,12 @@ func (s *stack) startWorker(extra ...string) *proc {
 func (s *stack) key(name string) string {
 	s.t.Helper()
 	return s.newKey(name)
+}
+
+// adminKey creates an admin API key and returns its secret.
+func (s *stack) adminKey(name string) string {
+	s.t.Helper()
+	return s.newKey("-admin", name)
 }
 
 func (s *stack) newKey(args ...string) string {

@@ -29,6 +29,15 @@ const (
 
 // CreateKey makes a new API key. The returned secret is the only copy.
 func (s *SQLite) CreateKey(ctx context.Context, name string) (string, Key, error) {
+	return s.createKey(ctx, name, false)
+}
+
+// CreateAdminKey makes a new admin API key (Key.Admin).
+func (s *SQLite) CreateAdminKey(ctx context.Context, name string) (string, Key, error) {
+	return s.createKey(ctx, name, true)
+}
+
+func (s *SQLite) createKey(ctx context.Context, name string, admin bool) (string, Key, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return "", Key{}, fmt.Errorf("create api key: empty name (name the key after who will hold it): %w", ErrInvalid)
@@ -42,12 +51,12 @@ func (s *SQLite) CreateKey(ctx context.Context, name string) (string, Key, error
 		return "", Key{}, fmt.Errorf("create api key: read random bytes: %w", err)
 	}
 	secret := secretPrefix + idHex + "_" + base64.RawURLEncoding.EncodeToString(body)
-	k := Key{ID: keyIDPrefix + idHex, Name: name, CreatedAt: now()}
+	k := Key{ID: keyIDPrefix + idHex, Name: name, CreatedAt: now(), Admin: admin}
 
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
-			"INSERT INTO api_keys (id, name, secret_sha256, created_at) VALUES (?, ?, ?, ?)",
-			k.ID, k.Name, hashSecret(secret), toNanos(k.CreatedAt))
+			"INSERT INTO api_keys (id, name, secret_sha256, created_at, admin) VALUES (?, ?, ?, ?, ?)",
+			k.ID, k.Name, hashSecret(secret), toNanos(k.CreatedAt), admin)
 		return err
 	})
 	if err != nil {
@@ -73,8 +82,8 @@ func (s *SQLite) Authenticate(ctx context.Context, secret string) (Key, error) {
 		revoked sql.NullInt64
 	)
 	err := s.r.QueryRowContext(ctx,
-		"SELECT id, name, secret_sha256, created_at, revoked_at FROM api_keys WHERE id = ?",
-		keyIDPrefix+idHex).Scan(&k.ID, &k.Name, &stored, &created, &revoked)
+		"SELECT id, name, secret_sha256, created_at, revoked_at, admin FROM api_keys WHERE id = ?",
+		keyIDPrefix+idHex).Scan(&k.ID, &k.Name, &stored, &created, &revoked, &k.Admin)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		// Compare anyway so an unknown id costs what a wrong secret does.
@@ -122,7 +131,7 @@ func (s *SQLite) RevokeKey(ctx context.Context, id string) error {
 // ListKeys returns every key, oldest first. Hashes never leave the store.
 func (s *SQLite) ListKeys(ctx context.Context) ([]Key, error) {
 	rows, err := s.r.QueryContext(ctx,
-		"SELECT id, name, created_at, revoked_at FROM api_keys ORDER BY created_at, id")
+		"SELECT id, name, created_at, revoked_at, admin FROM api_keys ORDER BY created_at, id")
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
@@ -134,7 +143,7 @@ func (s *SQLite) ListKeys(ctx context.Context) ([]Key, error) {
 			created int64
 			revoked sql.NullInt64
 		)
-		if err := rows.Scan(&k.ID, &k.Name, &created, &revoked); err != nil {
+		if err := rows.Scan(&k.ID, &k.Name, &created, &revoked, &k.Admin); err != nil {
 			return nil, fmt.Errorf("list api keys: %w", err)
 		}
 		k.CreatedAt, k.RevokedAt = fromNanos(created), fromNullNanos(revoked)
