@@ -39,7 +39,7 @@ func Heartbeat(ctx context.Context, q *queue.Queue, info queue.WorkerInfo, inter
 			beat()
 		case <-ctx.Done():
 			// On a context of its own: ctx has ended.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancel()
 			if err := q.RemoveWorker(rctx, info.ID); err != nil {
 				log.Warn("removing the heartbeat", "err", err)
