@@ -3,6 +3,7 @@
 //
 //	api serve [flags]                 serve the API (the default command)
 //	api keys create -db F NAME        create a key; prints its secret once
+//	api keys create -admin -db F NAME an admin key: also GET /v1/workers
 //	api keys revoke -db F ID          revoke a key
 //	api keys list -db F               list keys
 //
@@ -43,9 +44,12 @@ type Config struct {
 	// every tenant's jobs, so only the operator should reach them. ""
 	// disables. Default 127.0.0.1:9090. Env RENDERBOX_METRICS_ADDR.
 	MetricsAddr string
-	// Redis is the queue's Redis address. Default 127.0.0.1:6379. Env
-	// RENDERBOX_REDIS.
-	Redis string
+	// Redis is how to reach the queue's Redis (address, credentials, TLS;
+	// see queue.RedisConfig). Default 127.0.0.1:6379.
+	Redis queue.RedisConfig
+	// WorkerHeartbeatTimeout: /readyz answers 503 when no worker has sent
+	// a heartbeat within it. Default 30s.
+	WorkerHeartbeatTimeout time.Duration
 	// DB is the ledger: a SQLite file, or a PostgreSQL URL
 	// (postgres://… or postgresql://…) that several API replicas share.
 	// Default /var/lib/renderbox/api/ledger.db. Env RENDERBOX_DB. A -db
@@ -91,7 +95,8 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&c.Addr, "addr", env("ADDR", "127.0.0.1:8080"), "listen address")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("METRICS_ADDR", "127.0.0.1:9090"), `serve /metrics here, apart from the API ("" disables)`)
-	fs.StringVar(&c.Redis, "redis", env("REDIS", "127.0.0.1:6379"), "Redis address")
+	c.Redis.Bind(fs)
+	fs.DurationVar(&c.WorkerHeartbeatTimeout, "worker-heartbeat-timeout", 30*time.Second, "/readyz answers 503 when no worker has sent a heartbeat within this (a few of the workers' -heartbeat-interval)")
 	fs.StringVar(&c.DB, "db", env("DB", "/var/lib/renderbox/api/ledger.db"), "the ledger: a SQLite file or a PostgreSQL URL (postgres://…; a password goes in RENDERBOX_DB or -db-file, not here)")
 	fs.StringVar(&c.DBFile, "db-file", env("DB_FILE", ""), "read the ledger's -db value (e.g. a PostgreSQL URL with its password) from the first line of this file")
 	fs.DurationVar(&c.Retention, "retention", 24*time.Hour, "how long inputs, outputs and finished jobs' queue records are kept")
@@ -187,6 +192,9 @@ func (c Config) validate() error {
 	if c.Limits.RedisHighWater <= 0 || c.Limits.RedisHighWater >= 1 {
 		return fmt.Errorf("config: -redis-high-water %g must be between 0 and 1 (a share of Redis's maxmemory, e.g. 0.8)", c.Limits.RedisHighWater)
 	}
+	if c.WorkerHeartbeatTimeout < time.Second || c.WorkerHeartbeatTimeout > queue.WorkerRecordTTL {
+		return fmt.Errorf("config: -worker-heartbeat-timeout %s is outside 1s to %s (default 30s)", c.WorkerHeartbeatTimeout, queue.WorkerRecordTTL)
+	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
 	}
@@ -227,6 +235,10 @@ func serve(ctx context.Context, args []string) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
+	ropts, redisShown, err := c.Redis.Options()
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	store, err := ledger.OpenStore(ctx, c.DB)
 	if err != nil {
@@ -235,13 +247,25 @@ func serve(ctx context.Context, args []string) error {
 	defer store.Close()
 	// While Redis is away a request should hear 503 quickly rather than
 	// sit through go-redis's default five dial retries per command.
-	rdb := redis.NewClient(&redis.Options{Addr: c.Redis, DialTimeout: 2 * time.Second, DialerRetries: 1})
+	ropts.DialTimeout, ropts.DialerRetries = 2*time.Second, 1
+	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
+	// A Redis that is down is waited for (503 meanwhile); one that refuses
+	// the password or whose certificate does not verify will not change
+	// its mind: refuse to start.
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer pcancel()
+	if err := queue.CheckRedis(pctx, rdb, redisShown); errors.Is(err, queue.ErrRedisConfig) {
+		return fmt.Errorf("refusing to start: %w", err)
+	} else if err != nil {
+		log.Warn("redis does not answer yet; /readyz answers 503 until it does", "err", err)
+	}
 	hooks, err := c.webhooks()
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}
-	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Diagnostics: c.Diagnostics}
+	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Diagnostics: c.Diagnostics,
+		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout}
 	srv := s.HTTPServer(c.Addr)
 	var msrv *http.Server
 	if c.MetricsAddr != "" {
@@ -283,7 +307,7 @@ func serve(ctx context.Context, args []string) error {
 		go func() { errc <- msrv.ListenAndServe() }()
 	}
 	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("api listening", "addr", c.Addr, "metrics_addr", c.MetricsAddr, "redis", c.Redis, "db", ledger.Redact(c.DB))
+	log.Info("api listening", "addr", c.Addr, "metrics_addr", c.MetricsAddr, "redis", redisShown, "db", ledger.Redact(c.DB))
 	// Either listener failing (its address taken) ends the process; a
 	// shutdown ends both with ErrServerClosed.
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -295,12 +319,16 @@ func serve(ctx context.Context, args []string) error {
 
 func keys(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: api keys create|revoke|list [-db FILE|-db-file F] [NAME|ID]")
+		return errors.New("usage: api keys create|revoke|list [-db FILE|-db-file F] [-admin] [NAME|ID]")
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("api keys "+sub, flag.ContinueOnError)
 	var c Config
 	c.bind(fs)
+	admin := false
+	if sub == "create" {
+		fs.BoolVar(&admin, "admin", false, "an admin key: may also list the workers (GET /v1/workers)")
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -317,11 +345,15 @@ func keys(ctx context.Context, args []string) error {
 		if fs.NArg() != 1 {
 			return errors.New("usage: api keys create NAME")
 		}
-		secret, k, err := store.CreateKey(ctx, fs.Arg(0))
+		create, kind := store.CreateKey, "key"
+		if admin {
+			create, kind = store.CreateAdminKey, "admin key"
+		}
+		secret, k, err := create(ctx, fs.Arg(0))
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "created key %s (%s); the secret below is shown once:\n", k.ID, k.Name)
+		fmt.Fprintf(os.Stderr, "created %s %s (%s); the secret below is shown once:\n", kind, k.ID, k.Name)
 		fmt.Println(secret)
 	case "revoke":
 		if fs.NArg() != 1 {
@@ -340,6 +372,9 @@ func keys(ctx context.Context, args []string) error {
 			state := "active"
 			if k.Revoked() {
 				state = "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
+			}
+			if k.Admin {
+				state += "\tadmin"
 			}
 			fmt.Printf("%s\t%s\t%s\t%s\n", k.ID, k.Name, k.CreatedAt.UTC().Format(time.RFC3339), state)
 		}

@@ -60,15 +60,23 @@ func parse(name string, args []string, extra func(*flag.FlagSet)) (Config, []str
 // state dir's lock until the process exits: a worker whose state dir
 // another worker holds refuses to start. pooled adds the self-test of
 // pooled and restored sandboxes.
-func preflight(ctx context.Context, c Config, log *slog.Logger, out *os.File, pooled bool) (*sandbox.Manager, error) {
+func preflight(ctx context.Context, c Config, log *slog.Logger, out *os.File, pooled bool) (*sandbox.Manager, verified, error) {
 	return preflightAs(ctx, c, log, out, pooled, true)
+}
+
+// verified is what preflight checked that the worker reports of itself
+// (its heartbeat, GET /v1/workers).
+type verified struct {
+	runsc  string // runsc's version
+	rootfs string // the rootfs tree's digest, recomputed
 }
 
 // preflightAs is preflight; a caller that is not going to serve (worker
 // check) passes serving false: beside a running worker it then leaves that
 // worker's state dir alone (no reap) and runs the self-test in a private
 // state dir and cgroup parent of its own, removed afterwards.
-func preflightAs(ctx context.Context, c Config, log *slog.Logger, out *os.File, pooled, serving bool) (*sandbox.Manager, error) {
+func preflightAs(ctx context.Context, c Config, log *slog.Logger, out *os.File, pooled, serving bool) (*sandbox.Manager, verified, error) {
+	var facts verified
 	step := func(name string, err error, detail string) error {
 		if err != nil {
 			fmt.Fprintf(out, "FAIL  %-16s %v\n", name, err)
@@ -79,14 +87,15 @@ func preflightAs(ctx context.Context, c Config, log *slog.Logger, out *os.File, 
 	}
 	m, err := c.manager(log)
 	if err := step("runsc located", err, ""); err != nil {
-		return nil, err
+		return nil, facts, err
 	}
 	v, err := sandbox.CheckVersion(ctx, m.Runsc().Path)
 	if err := step("runsc version", err, m.Runsc().Path+" "+v.Raw); err != nil {
-		return nil, err
+		return nil, facts, err
 	}
+	facts.runsc = v.Raw
 	if err := step("cgroups", sandbox.CheckCgroups(), "memory, cpu and pids controllers present"); err != nil {
-		return nil, err
+		return nil, facts, err
 	}
 	// Not a refusal: without huge pages the sandboxes are slower, not
 	// less isolated.
@@ -103,37 +112,38 @@ func preflightAs(ctx context.Context, c Config, log *slog.Logger, out *os.File, 
 		detail = fmt.Sprintf("%s tree %s… (%d files, %.1fs)", c.Rootfs, man.TreeSHA256[:12], man.Files, time.Since(t).Seconds())
 	}
 	if err := step("rootfs digest", err, detail); err != nil {
-		return nil, err
+		return nil, facts, err
 	}
+	facts.rootfs = man.TreeSHA256
 	if err := rootfsAge(out, log, man, c.RootfsMaxAge, time.Now()); err != nil {
-		return nil, err
+		return nil, facts, err
 	}
 	own, busy, cleanup, err := c.lockOrPrivate(m, serving, log)
 	if busy != nil {
 		fmt.Fprintf(out, "SKIP  %-16s %v: its sandboxes are left alone; the self-test runs in a state dir of its own\n", "reap", busy)
 		if err := step("private state", err, ""); err != nil {
-			return nil, err
+			return nil, facts, err
 		}
 	} else {
 		if err := step("state dir lock", err, c.StateDir); err != nil {
-			return nil, err
+			return nil, facts, err
 		}
 		n, err := m.Reap(ctx)
 		if err := step("reap", err, fmt.Sprintf("%d leftover sandboxes deleted", n)); err != nil {
-			return nil, err
+			return nil, facts, err
 		}
 	}
 	defer cleanup()
 	m = own
 	checks, err := m.SelfTest(ctx, pooled)
 	if err := step("self-test", err, ""); err != nil {
-		return nil, err
+		return nil, facts, err
 	}
 	printChecks(out, checks)
 	if f := sandbox.Failed(checks); len(f) > 0 {
-		return nil, fmt.Errorf("refusing to start: self-test: %d isolation properties failed (first: %s: %s)", len(f), f[0].Name, f[0].Detail)
+		return nil, facts, fmt.Errorf("refusing to start: self-test: %d isolation properties failed (first: %s: %s)", len(f), f[0].Name, f[0].Detail)
 	}
-	return m, nil
+	return m, facts, nil
 }
 
 // rootfsWarnAge is when a rootfs's packages are old enough to say so:
@@ -174,7 +184,7 @@ func cmdCheck(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = preflightAs(ctx, c, c.logger(), os.Stdout, true, false)
+	_, _, err = preflightAs(ctx, c, c.logger(), os.Stdout, true, false)
 	if err == nil {
 		fmt.Println("worker: ready")
 	}

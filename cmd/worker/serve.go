@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,9 +25,9 @@ import (
 
 // serveConfig are the flags of `worker serve` beyond Config.
 type serveConfig struct {
-	// Redis is the address of the queue's Redis. Default 127.0.0.1:6379.
-	// Env RENDERBOX_REDIS.
-	Redis string
+	// Redis is how to reach the queue's Redis (address, credentials, TLS;
+	// see queue.RedisConfig).
+	Redis queue.RedisConfig
 	// Concurrency is how many sandboxes run at once. Default 2.
 	Concurrency int
 	// ShutdownTimeout is how long SIGTERM waits for running jobs before
@@ -35,6 +37,9 @@ type serveConfig struct {
 	MetricsAddr string
 	// Name identifies this worker in events and logs. Default: hostname.
 	Name string
+	// HeartbeatInterval is how often the worker tells Redis it is alive
+	// (the API's /readyz and GET /v1/workers read it). Default 5s.
+	HeartbeatInterval time.Duration
 	// Pool configures the pre-booted sandboxes (pool.go).
 	Pool poolConfig
 }
@@ -47,11 +52,12 @@ type serveConfig struct {
 func cmdServe(ctx context.Context, args []string) error {
 	var s serveConfig
 	c, _, err := parse("serve", args, func(fs *flag.FlagSet) {
-		fs.StringVar(&s.Redis, "redis", envOr("RENDERBOX_REDIS", "127.0.0.1:6379"), "Redis address")
+		s.Redis.Bind(fs)
 		fs.IntVar(&s.Concurrency, "concurrency", 2, "sandboxes at once")
 		fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are requeued")
 		fs.StringVar(&s.MetricsAddr, "metrics-addr", envOr("RENDERBOX_WORKER_METRICS", "127.0.0.1:9091"), `serve /metrics here ("" to disable)`)
 		fs.StringVar(&s.Name, "name", "", "worker name (default: hostname)")
+		fs.DurationVar(&s.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often to tell Redis this worker is alive (the API's -worker-heartbeat-timeout must be a few of these)")
 		s.Pool.bind(fs)
 	})
 	if err != nil {
@@ -60,24 +66,37 @@ func cmdServe(ctx context.Context, args []string) error {
 	if s.Concurrency < 1 {
 		return fmt.Errorf("serve: -concurrency must be at least 1, got %d", s.Concurrency)
 	}
+	if s.HeartbeatInterval < 100*time.Millisecond || s.HeartbeatInterval > time.Minute {
+		return fmt.Errorf("serve: -heartbeat-interval %s is outside 100ms to 1m (default 5s)", s.HeartbeatInterval)
+	}
+	host, _ := os.Hostname()
 	if s.Name == "" {
-		s.Name, _ = os.Hostname()
+		s.Name = host
+	}
+	ropts, redisShown, err := s.Redis.Options()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	fams, err := s.Pool.families()
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log := c.logger().With("worker", s.Name)
-	m, err := preflight(ctx, c, log, os.Stderr, fams != nil)
+	// The checks (and the state dir's lock) before Redis is dialed: a
+	// second worker on a state dir refuses without touching the queue.
+	m, facts, err := preflight(ctx, c, log, os.Stderr, fams != nil)
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: s.Redis})
+	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
-		return fmt.Errorf("refusing to start: redis at %s: %w (start it with: make redis)", s.Redis, err)
+	if err := queue.CheckRedis(pctx, rdb, redisShown); err != nil {
+		if errors.Is(err, queue.ErrRedisConfig) {
+			return fmt.Errorf("refusing to start: %w", err)
+		}
+		return fmt.Errorf("refusing to start: %w (start it with: make redis)", err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -139,8 +158,23 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("starting the queue consumer: %w", err)
 	}
-	log.Info("worker ready", "concurrency", s.Concurrency, "redis", s.Redis)
+	info := queue.WorkerInfo{ID: workerID(), Name: s.Name, Host: host, RootfsDigest: facts.rootfs,
+		RunscVersion: facts.runsc, Concurrency: s.Concurrency, PoolFamilies: familyNames(fams), StartedAt: time.Now().UTC()}
+	hctx, stopBeats := context.WithCancel(context.Background())
+	beatsDone := make(chan struct{})
+	go func() {
+		defer close(beatsDone)
+		worker.Heartbeat(hctx, h.Queue, info, s.HeartbeatInterval, log)
+	}()
+	// On every way out, not only a drain: a worker that fails after this
+	// point is not alive either.
+	defer func() { stopBeats(); <-beatsDone }()
+	log.Info("worker ready", "concurrency", s.Concurrency, "redis", redisShown, "worker_id", info.ID,
+		"rootfs_digest", info.RootfsDigest, "runsc_version", info.RunscVersion)
 	<-ctx.Done()
+	// A draining worker takes no new jobs: it is no longer counted alive.
+	stopBeats()
+	<-beatsDone
 	log.Info("draining: no new jobs; waiting for running ones", "timeout", s.ShutdownTimeout)
 	grace := time.AfterFunc(max(0, s.ShutdownTimeout-500*time.Millisecond), stopJobs)
 	defer grace.Stop()
@@ -153,6 +187,24 @@ func cmdServe(ctx context.Context, args []string) error {
 	}
 	log.Info("worker stopped")
 	return nil
+}
+
+// workerID names this worker process in its heartbeat: two workers on one
+// host (or a restarted one) never share a record.
+func workerID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "wrk_" + hex.EncodeToString(b)
+}
+
+func familyNames(fams []sandbox.PoolFamily) []string {
+	names := []string{}
+	for _, f := range fams {
+		if f.Size > 0 {
+			names = append(names, f.Name)
+		}
+	}
+	return names
 }
 
 func envOr(k, d string) string {

@@ -7,8 +7,10 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,6 +101,9 @@ type Server struct {
 	Registry *prometheus.Registry
 	// HTTP bounds connections, bodies and requests in flight.
 	HTTP HTTPLimits
+	// WorkerHeartbeatTimeout: a worker whose last heartbeat is older is
+	// not alive, and with none alive /readyz answers 503. Default 30s.
+	WorkerHeartbeatTimeout time.Duration
 
 	waiters      *waiters
 	limiters     *limiters
@@ -116,6 +121,9 @@ func (s *Server) setup() { s.once.Do(s.init) }
 func (s *Server) init() {
 	s.Limits = s.Limits.withDefaults()
 	s.HTTP = s.HTTP.withDefaults(s.Limits.MaxWait)
+	if s.WorkerHeartbeatTimeout == 0 {
+		s.WorkerHeartbeatTimeout = 30 * time.Second
+	}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -130,7 +138,7 @@ func (s *Server) init() {
 	s.memory = &memoryGuard{q: s.Queue, highWater: s.Limits.RedisHighWater}
 	s.waiters = newWaiters()
 	s.limiters = newLimiters(s.Limits.RatePerSecond, s.Limits.Burst)
-	s.metrics = newMetrics(s.Registry, s.Queue)
+	s.metrics = newMetrics(s.Registry, s.Queue, s.WorkerHeartbeatTimeout)
 	s.inFlight = newInFlight(s.HTTP)
 }
 
@@ -154,6 +162,7 @@ func (s *Server) Handler() http.Handler {
 		r.Head("/v1/jobs/{id}/outputs/{name}", s.getOutput)
 		r.Get("/v1/jobs/{id}/outputs.zip", s.getOutputsZip)
 		r.Get("/v1/webhook-secret", s.webhookSecret)
+		r.With(requireAdmin).Get("/v1/workers", s.listWorkers)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
@@ -169,22 +178,40 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz answers 200 only when Redis and the ledger both answer.
+// readyz answers 200 only when Redis and the ledger both answer and at
+// least one worker has sent a heartbeat within WorkerHeartbeatTimeout:
+// without a worker, accepted jobs would only queue. Each failing check
+// adds a reason.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	checks := map[string]string{"redis": "ok", "ledger": "ok"}
-	status := http.StatusOK
+	checks := map[string]string{"redis": "ok", "ledger": "ok", "workers": "ok"}
+	var reasons []string
 	if s.Queue == nil || s.Queue.Ping(ctx) != nil {
-		checks["redis"], status = "unavailable", http.StatusServiceUnavailable
+		checks["redis"] = "unavailable"
+		reasons = append(reasons, "redis does not answer")
 	}
 	if s.Ledger == nil || s.Ledger.Ping(ctx) != nil {
-		checks["ledger"], status = "unavailable", http.StatusServiceUnavailable
+		checks["ledger"] = "unavailable"
+		reasons = append(reasons, "the ledger does not answer")
 	}
-	if status != http.StatusOK {
+	if checks["redis"] != "ok" {
+		checks["workers"] = "unknown"
+	} else if n, err := s.Queue.WorkersAlive(ctx, s.WorkerHeartbeatTimeout); err != nil {
+		checks["workers"] = "unknown"
+		reasons = append(reasons, "reading the workers' heartbeats failed")
+	} else if n == 0 {
+		checks["workers"] = "none"
+		reasons = append(reasons, fmt.Sprintf("no worker has sent a heartbeat in the last %s (start one: worker serve)", s.WorkerHeartbeatTimeout))
+	}
+	body := map[string]any{"status": "ok", "checks": checks}
+	status := http.StatusOK
+	if len(reasons) > 0 {
+		status = http.StatusServiceUnavailable
+		body["status"], body["reason"] = "unavailable", strings.Join(reasons, "; ")
 		w.Header().Set("Retry-After", "5")
 	}
-	writeJSON(w, status, map[string]any{"status": map[bool]string{true: "ok", false: "unavailable"}[status == http.StatusOK], "checks": checks})
+	writeJSON(w, status, body)
 }
 
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {

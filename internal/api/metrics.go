@@ -21,7 +21,7 @@ type metrics struct {
 	webhooks *prometheus.CounterVec
 }
 
-func newMetrics(reg *prometheus.Registry, q *queue.Queue) *metrics {
+func newMetrics(reg *prometheus.Registry, q *queue.Queue, heartbeatTimeout time.Duration) *metrics {
 	m := &metrics{
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "renderbox_http_request_seconds", Help: "HTTP requests by route and status.",
@@ -38,19 +38,26 @@ func newMetrics(reg *prometheus.Registry, q *queue.Queue) *metrics {
 	reg.MustRegister(m.requests, m.accepted, m.finished,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if q != nil {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "renderbox_queue_depth", Help: "Jobs waiting or running in the asynq queue.",
-		}, func() float64 {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			n, err := q.Depth(ctx)
-			if err != nil {
-				return -1
-			}
-			return float64(n)
-		}))
+		reg.MustRegister(
+			redisGauge("renderbox_queue_depth", "Jobs waiting or running in the asynq queue.", q.Depth),
+			redisGauge("renderbox_workers_alive", "Workers whose last heartbeat is within -worker-heartbeat-timeout.",
+				func(ctx context.Context) (int, error) { return q.WorkersAlive(ctx, heartbeatTimeout) }))
 	}
 	return m
+}
+
+// redisGauge is a gauge read from Redis at each scrape; -1 when Redis does
+// not answer within a second.
+func redisGauge(name, help string, read func(context.Context) (int, error)) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help + " -1 when Redis does not answer."}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		n, err := read(ctx)
+		if err != nil {
+			return -1
+		}
+		return float64(n)
+	})
 }
 
 func (m *metrics) middleware(next http.Handler) http.Handler {

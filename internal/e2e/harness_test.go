@@ -72,7 +72,16 @@ func (p *proc) output() string {
 
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, name, nil, args...)
+}
+
+// startEnv is start with env added to the test's environment.
+func startEnv(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{cmd: exec.Command(filepath.Join(bins, name), args...)}
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -132,6 +141,9 @@ type stack struct {
 	t        *testing.T
 	redis    string
 	redisSrv *testenv.RedisServer // to stop and start Redis mid-test
+	// How the API (api) and the worker (worker) are told where Redis is
+	// and its credentials: flags and environment.
+	redisFor map[string]redisAccess
 	db       string
 	base     string
 	metrics  string // the API's /metrics, on a listener of its own
@@ -148,28 +160,91 @@ type stackOpts struct {
 	fsync      string // appendfsync when persist: "always" (default) or "everysec"
 	maxmemory  string // Redis's maxmemory, e.g. "24mb" (testenv's default when "")
 	noWorker   bool   // jobs stay queued
+	// redis runs Redis with a password or TLS; access then says how
+	// each binary gets them (default: -redis host:port, for both).
+	redis  testenv.RedisConfig
+	access func(rs *testenv.RedisServer, dir string) map[string]redisAccess
+}
+
+// redisAccess is how one binary is pointed at Redis.
+type redisAccess struct {
+	args []string // e.g. -redis ADDR -redis-password-file F
+	env  []string // e.g. RENDERBOX_REDIS_PASSWORD=…
 }
 
 func newStack(t *testing.T, o stackOpts) *stack {
 	t.Helper()
-	rs := testenv.StartRedis(t, testenv.RedisConfig{Persist: o.persist, Fsync: o.fsync, MaxMemory: o.maxmemory})
+	rc := o.redis
+	rc.Persist, rc.Fsync, rc.MaxMemory = o.persist, o.fsync, o.maxmemory
+	rs := testenv.StartRedis(t, rc)
 	s := &stack{t: t, redis: rs.Addr, redisSrv: rs, db: filepath.Join(t.TempDir(), "ledger.db")}
+	plain := redisAccess{args: []string{"-redis", s.redis}}
+	s.redisFor = map[string]redisAccess{"api": plain, "worker": plain}
+	if o.access != nil {
+		s.redisFor = o.access(rs, t.TempDir())
+	}
 	if !o.noWorker {
 		s.startWorker(o.workerArgs...)
 	}
-	addr, maddr := freeAddr(t), freeAddr(t)
+	s.startAPI(o.apiArgs...)
+	if o.noWorker {
+		// /readyz is 503 without a worker (it would only queue jobs):
+		// ready but for that is what such a stack can be.
+		s.waitReadyBut("the api to answer with Redis and the ledger up (no worker in this stack)", "none")
+	} else {
+		s.waitReadyBut("the api to be ready", "")
+	}
+	s.client = newClient(t, s.base)
+	return s
+}
+
+// startAPI starts the API on fresh addresses with the stack's Redis and
+// ledger.
+func (s *stack) startAPI(extra ...string) {
+	s.t.Helper()
+	addr, maddr := freeAddr(s.t), freeAddr(s.t)
 	s.base, s.metrics = "http://"+addr, "http://"+maddr+"/metrics"
-	s.api = start(t, "api", append([]string{"serve", "-addr", addr, "-metrics-addr", maddr, "-redis", s.redis, "-db", s.db}, o.apiArgs...)...)
-	waitFor(t, "the api to be ready", 20*time.Second, func() bool {
-		resp, err := http.Get(s.base + "/readyz")
+	ra := s.redisFor["api"]
+	args := append([]string{"serve", "-addr", addr, "-metrics-addr", maddr, "-db", s.db}, ra.args...)
+	s.api = startEnv(s.t, "api", ra.env, append(args, extra...)...)
+}
+
+// waitReadyBut waits until /readyz answers with every check ok but the
+// workers' check, which must be workers ("" means ok too: 200).
+func (s *stack) waitReadyBut(what, workers string) {
+	s.t.Helper()
+	waitFor(s.t, what, 20*time.Second, func() bool {
+		if s.api.cmd.ProcessState != nil {
+			s.t.Fatalf("api exited:\n%s", s.api.output())
+		}
+		r, err := readyz(s.base)
 		if err != nil {
 			return false
 		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
+		if workers == "" {
+			return r.status == 200
+		}
+		return r.status == 503 && r.Checks["redis"] == "ok" && r.Checks["ledger"] == "ok" && r.Checks["workers"] == workers
 	})
-	s.client = newClient(t, s.base)
-	return s
+}
+
+// ready is a /readyz answer.
+type ready struct {
+	status int
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks"`
+	Reason string            `json:"reason"`
+}
+
+func readyz(base string) (ready, error) {
+	var r ready
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		return r, err
+	}
+	defer resp.Body.Close()
+	r.status = resp.StatusCode
+	return r, json.NewDecoder(resp.Body).Decode(&r)
 }
 
 // apiMemoryGrowth runs attack and returns how far the API's peak resident
@@ -229,13 +304,14 @@ func (s *stack) startWorker(extra ...string) *proc {
 	if s.workerSB.StateDir == "" {
 		s.workerSB = testenv.Manager(t, sandbox.Config{}).Config()
 	}
-	args := append([]string{"serve", "-redis", s.redis, "-rootfs", testenv.RootfsTree(t),
+	ra := s.redisFor["worker"]
+	args := append([]string{"serve", "-rootfs", testenv.RootfsTree(t),
 		"-state-dir", s.workerSB.StateDir, "-cgroup-parent", s.workerSB.CgroupParent, "-runsc", s.workerSB.Runsc,
 		// The pool is off unless a test turns it on (extra comes last and
 		// wins): most tests are about one job's sandbox, and a pool's
 		// boots in the background would share the two cores with them.
-		"-metrics-addr", "", "-concurrency", "2", "-pool-size", "none"}, extra...)
-	w := start(t, "worker", args...)
+		"-metrics-addr", "", "-concurrency", "2", "-pool-size", "none"}, ra.args...)
+	w := startEnv(t, "worker", ra.env, append(args, extra...)...)
 	waitFor(t, "the worker to pass its checks and serve", 60*time.Second, func() bool {
 		if w.cmd.ProcessState != nil {
 			t.Fatalf("worker exited:\n%s", w.output())
@@ -249,7 +325,18 @@ func (s *stack) startWorker(extra ...string) *proc {
 // key creates an API key and returns its secret.
 func (s *stack) key(name string) string {
 	s.t.Helper()
-	out, err := exec.Command(filepath.Join(bins, "api"), "keys", "create", "-db", s.db, name).Output()
+	return s.newKey(name)
+}
+
+// adminKey creates an admin API key and returns its secret.
+func (s *stack) adminKey(name string) string {
+	s.t.Helper()
+	return s.newKey("-admin", name)
+}
+
+func (s *stack) newKey(args ...string) string {
+	s.t.Helper()
+	out, err := exec.Command(filepath.Join(bins, "api"), append([]string{"keys", "create", "-db", s.db}, args...)...).Output()
 	if err != nil {
 		s.t.Fatalf("api keys create: %v", err)
 	}

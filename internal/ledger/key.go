@@ -8,6 +8,8 @@ type Key struct {
 	Name      string
 	CreatedAt time.Time
 	RevokedAt time.Time // zero while the key is live
+	// Admin keys may also call the operator's routes (GET /v1/workers).
+	Admin bool
 }
 
 // Revoked reports whether the key has been revoked.

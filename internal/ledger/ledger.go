@@ -44,6 +44,9 @@ type Store interface {
 	// CreateKey makes a new API key named name and returns its secret,
 	// which is shown once and never stored: only its sha256 is kept.
 	CreateKey(ctx context.Context, name string) (secret string, key Key, err error)
+	// CreateAdminKey is CreateKey for a key that may also call the
+	// operator's routes (Key.Admin).
+	CreateAdminKey(ctx context.Context, name string) (secret string, key Key, err error)
 	// Authenticate returns the live key a secret belongs to, or an error
 	// wrapping ErrUnauthorized.
 	Authenticate(ctx context.Context, secret string) (Key, error)

@@ -304,6 +304,38 @@ func TestKeys(t *testing.T) {
 	})
 }
 
+// Only a key made admin is one, as Authenticate and ListKeys read it back;
+// keys made before admin keys existed are not (migration 0007's default).
+func TestAdminKeys(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s ledger.Store, _ string) {
+		ctx := context.Background()
+		plainSecret, plain := newKey(t, s, "tenant")
+		adminSecret, admin, err := s.CreateAdminKey(ctx, "ops")
+		if err != nil {
+			t.Fatalf("CreateAdminKey: %v", err)
+		}
+		if plain.Admin || !admin.Admin {
+			t.Errorf("created: got admin %v and %v, want false and true", plain.Admin, admin.Admin)
+		}
+		for _, tc := range []struct {
+			secret string
+			want   bool
+		}{{plainSecret, false}, {adminSecret, true}} {
+			k, err := s.Authenticate(ctx, tc.secret)
+			if err != nil || k.Admin != tc.want {
+				t.Errorf("Authenticate(%s): got admin %v (err %v), want %v", k.Name, k.Admin, err, tc.want)
+			}
+		}
+		keys, err := s.ListKeys(ctx)
+		if err != nil || len(keys) != 2 || keys[0].Admin || !keys[1].Admin {
+			t.Errorf("ListKeys: got %+v (err %v), want tenant not admin, then ops admin", keys, err)
+		}
+		if _, _, err := s.CreateAdminKey(ctx, " "); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("CreateAdminKey with an empty name: got %v, want ErrInvalid", err)
+		}
+	})
+}
+
 func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s ledger.Store, dsn string) {

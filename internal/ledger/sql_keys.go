@@ -29,6 +29,15 @@ const (
 
 // CreateKey makes a new API key. The returned secret is the only copy.
 func (s *sqlStore) CreateKey(ctx context.Context, name string) (string, Key, error) {
+	return s.createKey(ctx, name, false)
+}
+
+// CreateAdminKey makes a new admin API key (Key.Admin).
+func (s *sqlStore) CreateAdminKey(ctx context.Context, name string) (string, Key, error) {
+	return s.createKey(ctx, name, true)
+}
+
+func (s *sqlStore) createKey(ctx context.Context, name string, admin bool) (string, Key, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return "", Key{}, fmt.Errorf("create api key: empty name (name the key after who will hold it): %w", ErrInvalid)
@@ -45,12 +54,12 @@ func (s *sqlStore) CreateKey(ctx context.Context, name string) (string, Key, err
 		return "", Key{}, fmt.Errorf("create api key: read random bytes: %w", err)
 	}
 	secret := secretPrefix + idHex + "_" + base64.RawURLEncoding.EncodeToString(body)
-	k := Key{ID: keyIDPrefix + idHex, Name: name, CreatedAt: now()}
+	k := Key{ID: keyIDPrefix + idHex, Name: name, CreatedAt: now(), Admin: admin}
 
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
-			"INSERT INTO api_keys (id, name, secret_sha256, created_at) VALUES ($1, $2, $3, $4)",
-			k.ID, k.Name, hashSecret(secret), toNanos(k.CreatedAt))
+			"INSERT INTO api_keys (id, name, secret_sha256, created_at, admin) VALUES ($1, $2, $3, $4, $5)",
+			k.ID, k.Name, hashSecret(secret), toNanos(k.CreatedAt), admin)
 		return err
 	})
 	if err != nil {
@@ -76,8 +85,8 @@ func (s *sqlStore) Authenticate(ctx context.Context, secret string) (Key, error)
 		revoked sql.NullInt64
 	)
 	err := s.r.QueryRowContext(ctx,
-		"SELECT id, name, secret_sha256, created_at, revoked_at FROM api_keys WHERE id = $1",
-		keyIDPrefix+idHex).Scan(&k.ID, &k.Name, &stored, &created, &revoked)
+		"SELECT id, name, secret_sha256, created_at, revoked_at, admin FROM api_keys WHERE id = $1",
+		keyIDPrefix+idHex).Scan(&k.ID, &k.Name, &stored, &created, &revoked, &k.Admin)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		// Compare anyway so an unknown id costs what a wrong secret does.
@@ -125,7 +134,7 @@ func (s *sqlStore) RevokeKey(ctx context.Context, id string) error {
 // ListKeys returns every key, oldest first. Hashes never leave the store.
 func (s *sqlStore) ListKeys(ctx context.Context) ([]Key, error) {
 	rows, err := s.r.QueryContext(ctx,
-		"SELECT id, name, created_at, revoked_at FROM api_keys ORDER BY created_at, id")
+		"SELECT id, name, created_at, revoked_at, admin FROM api_keys ORDER BY created_at, id")
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
@@ -137,7 +146,7 @@ func (s *sqlStore) ListKeys(ctx context.Context) ([]Key, error) {
 			created int64
 			revoked sql.NullInt64
 		)
-		if err := rows.Scan(&k.ID, &k.Name, &created, &revoked); err != nil {
+		if err := rows.Scan(&k.ID, &k.Name, &created, &revoked, &k.Admin); err != nil {
 			return nil, fmt.Errorf("list api keys: %w", err)
 		}
 		k.CreatedAt, k.RevokedAt = fromNanos(created), fromNullNanos(revoked)

@@ -1,8 +1,10 @@
 // Package queue is the glue between the API and the workers, all in
 // Redis: render tasks go through asynq (the job id is the TaskID), inputs
 // and outputs are blobs with a retention TTL, results come back as events
-// on a Redis stream that the API consumes into the ledger, and cancels are
-// a marker key plus a pub/sub nudge to whichever worker runs the job.
+// on a Redis stream that the API consumes into the ledger, cancels are a
+// marker key plus a pub/sub nudge to whichever worker runs the job, and
+// workers' heartbeats say who is alive. Both binaries reach Redis through
+// RedisConfig (connect.go).
 package queue
 
 import (

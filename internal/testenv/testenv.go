@@ -5,10 +5,11 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -21,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/renderbox/renderbox/internal/rootfs"
 	"github.com/renderbox/renderbox/internal/sandbox"
@@ -178,6 +181,12 @@ type RedisConfig struct {
 	// production (deploy/redis.conf), a test's Redis is bounded and
 	// refuses writes past the bound (noeviction) rather than grow.
 	MaxMemory string
+	// Password, when set, is Redis's requirepass: clients must AUTH.
+	Password string
+	// TLS serves TLS only (tls-port, no plain port) with a certificate
+	// for 127.0.0.1 and localhost, signed by a CA made for the test
+	// (CAFile).
+	TLS bool
 }
 
 // RedisServer is a private redis-server that a test can stop and start
@@ -188,10 +197,16 @@ type RedisServer struct {
 	Addr string
 	// Dir is the data directory (the append-only file when persist is on).
 	Dir string
+	// Password is requirepass ("" for none).
+	Password string
+	// CAFile is the PEM certificate of the CA that signed the server's
+	// certificate when it serves TLS, else "".
+	CAFile string
 
 	t    testing.TB
 	bin  string
 	args []string
+	conf string // config read from stdin (the password)
 	mu   sync.Mutex
 	cmd  *exec.Cmd // nil while stopped
 }
@@ -210,7 +225,7 @@ func StartRedis(t testing.TB, cfg RedisConfig) *RedisServer {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	r := &RedisServer{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: t.TempDir(), t: t, bin: bin}
+	r := &RedisServer{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: t.TempDir(), Password: cfg.Password, t: t, bin: bin}
 	if cfg.MaxMemory == "" {
 		cfg.MaxMemory = "256mb"
 	}
@@ -221,6 +236,17 @@ func StartRedis(t testing.TB, cfg RedisConfig) *RedisServer {
 			cfg.Fsync = "always"
 		}
 		r.args = append(r.args[:len(r.args)-1], "yes", "--appendfsync", cfg.Fsync)
+	}
+	if cfg.Password != "" {
+		// From a config file on stdin rather than argv, as production
+		// keeps it out of ps.
+		r.conf = "requirepass " + strconv.Quote(cfg.Password) + "\n"
+	}
+	if cfg.TLS {
+		ca, cert, key := TLSFiles(t, r.Dir, "127.0.0.1", "localhost")
+		r.CAFile = ca
+		r.args = append(r.args, "--port", "0", "--tls-port", strconv.Itoa(port), "--tls-cert-file", cert,
+			"--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no")
 	}
 	t.Cleanup(func() {
 		r.mu.Lock()
@@ -246,14 +272,19 @@ func (r *RedisServer) Start() {
 	}
 	// umask 077, as scripts/redis.sh and the deploy unit run it: the
 	// append-only files are the owner's alone.
-	cmd := exec.Command("/bin/sh", append([]string{"-c", `umask 077 && exec "$0" "$@"`, r.bin}, r.args...)...)
+	args := r.args
+	if r.conf != "" {
+		args = append([]string{"-"}, args...) // "-": read the config from stdin
+	}
+	cmd := exec.Command("/bin/sh", append([]string{"-c", `umask 077 && exec "$0" "$@"`, r.bin}, args...)...)
+	cmd.Stdin = strings.NewReader(r.conf)
 	if err := cmd.Start(); err != nil {
 		r.t.Fatalf("starting redis-server: %v", err)
 	}
 	r.cmd = cmd
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if pong(r.Addr) {
+		if r.pong() {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -294,19 +325,30 @@ func (r *RedisServer) stop(sig syscall.Signal) {
 	}
 }
 
-// pong reports whether the Redis at addr answers PING (not, say, LOADING).
-func pong(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
+// Options are a client's options for the server: its address, password
+// and, over TLS, its CA.
+func (r *RedisServer) Options() *redis.Options {
+	r.t.Helper()
+	o := &redis.Options{Addr: r.Addr, Password: r.Password, MaxRetries: -1}
+	if r.CAFile != "" {
+		pem, err := os.ReadFile(r.CAFile)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		o.TLSConfig = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 	}
+	return o
+}
+
+// pong reports whether the server answers PING (not, say, LOADING).
+func (r *RedisServer) pong() bool {
+	o := r.Options()
+	o.DialTimeout, o.ReadTimeout = time.Second, time.Second
+	c := redis.NewClient(o)
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "+PONG")
+	return c.Ping(context.Background()).Err() == nil
 }
 
 // Tool runs a poppler tool (pdftotext, pdfinfo, …) on a PDF inside a
