@@ -96,21 +96,22 @@ type zipEntry struct {
 
 // zipEntries is zipNames with more of each entry; fn's error ends the walk.
 func zipEntries(b []byte, fn func(e *zipEntry) error) error {
-	e, err := readZipEnd(b)
+	end, err := readZipEnd(b)
 	if err != nil {
 		return err
 	}
-	if e.entries > MaxZipEntries {
-		return fmt.Errorf("%w: the ZIP's directory lists %d entries, more than the %d accepted", ErrInputTooLarge, e.entries, MaxZipEntries)
+	if end.entries > MaxZipEntries {
+		return fmt.Errorf("%w: the ZIP's directory lists %d entries, more than the %d accepted", ErrInputTooLarge, end.entries, MaxZipEntries)
 	}
-	if e.size > MaxZipDirectoryBytes {
-		return fmt.Errorf("%w: the ZIP's directory is %d bytes, more than the %d accepted", ErrInputTooLarge, e.size, MaxZipDirectoryBytes)
+	if end.size > MaxZipDirectoryBytes {
+		return fmt.Errorf("%w: the ZIP's directory is %d bytes, more than the %d accepted", ErrInputTooLarge, end.size, MaxZipDirectoryBytes)
 	}
-	if e.offset > uint64(len(b)) || uint64(len(b))-e.offset < e.size {
+	if end.offset > uint64(len(b)) || uint64(len(b))-end.offset < end.size {
 		return errNotZip
 	}
 	le := binary.LittleEndian
-	dir := b[e.offset : e.offset+e.size]
+	dir := b[end.offset : end.offset+end.size]
+	var e zipEntry
 	for n := 0; len(dir) >= zipDirHeaderLen && le.Uint32(dir) == sigZipDirectory; n++ {
 		if n == MaxZipEntries {
 			return fmt.Errorf("%w: the ZIP's directory holds more than %d entries", ErrInputTooLarge, MaxZipEntries)
@@ -120,7 +121,9 @@ func zipEntries(b []byte, fn func(e *zipEntry) error) error {
 		if next > len(dir) {
 			return errNotZip
 		}
-		e := zipEntry{name: dir[zipDirHeaderLen : zipDirHeaderLen+nameLen], flags: le.Uint16(dir[8:]),
+		// One entry reused: fn gets a pointer, which would otherwise
+		// cost an allocation per entry.
+		e = zipEntry{name: dir[zipDirHeaderLen : zipDirHeaderLen+nameLen], flags: le.Uint16(dir[8:]),
 			method: le.Uint16(dir[10:]), size: le.Uint32(dir[24:])}
 		if dir[5] == 3 { // made by: Unix
 			e.unixMode = le.Uint32(dir[38:]) >> 16
