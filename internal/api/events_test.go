@@ -61,6 +61,23 @@ func openLedger(t *testing.T) ledger.Store {
 	return s
 }
 
+// newQueue is a queue on a private Redis.
+func newQueue(t *testing.T) *queue.Queue {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t, false)})
+	t.Cleanup(func() { rdb.Close() })
+	return queue.New(rdb, 0)
+}
+
+func newKey(t *testing.T, store ledger.Store) (string, ledger.Key) {
+	t.Helper()
+	secret, key, err := store.CreateKey(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret, key
+}
+
 // runEvents runs s's event consumer until the test ends.
 func runEvents(t *testing.T, s *Server) {
 	t.Helper()
@@ -94,9 +111,7 @@ func TestEventNotAppliedIsNotAcknowledged(t *testing.T) {
 		{errors.New("disk I/O error"), "error"},
 	} {
 		t.Run(c.outcome, func(t *testing.T) {
-			rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t, false)})
-			t.Cleanup(func() { rdb.Close() })
-			q := queue.New(rdb, 0)
+			q := newQueue(t)
 			s := &Server{Ledger: strangerLedger{Store: openLedger(t), err: c.err}, Queue: q,
 				Events: EventConfig{RetryAfter: 300 * time.Millisecond, MaxDeliveries: 3}}
 			s.setup()
@@ -132,18 +147,13 @@ func TestEventNotAppliedIsNotAcknowledged(t *testing.T) {
 // Redis, not through its fallback poll (made longer than the test here).
 // B cannot apply events itself, so any event it reads is left to A.
 func TestWaitWakesOnAnotherReplica(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t, false)})
-	t.Cleanup(func() { rdb.Close() })
-	store := openLedger(t)
+	q, store := newQueue(t), openLedger(t)
 	ctx := context.Background()
-	secret, key, err := store.CreateKey(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	secret, key := newKey(t, store)
 	events := EventConfig{RetryAfter: 200 * time.Millisecond}
 	shared := &timedLedger{Store: store}
-	a := &Server{Ledger: shared, Queue: queue.New(rdb, 0), Events: events}
-	b := &Server{Ledger: strangerLedger{Store: store, err: ledger.ErrNotFound}, Queue: queue.New(rdb, 0), Events: events, waitPoll: time.Minute}
+	a := &Server{Ledger: shared, Queue: q, Events: events}
+	b := &Server{Ledger: strangerLedger{Store: store, err: ledger.ErrNotFound}, Queue: q, Events: events, waitPoll: time.Minute}
 	srvB := httptest.NewServer(b.Handler())
 	defer srvB.Close()
 	runEvents(t, a)
@@ -193,5 +203,45 @@ func TestWaitWakesOnAnotherReplica(t *testing.T) {
 		case <-time.After(15 * time.Second):
 			t.Fatalf("job %d: B's ?wait= did not return within 15s of the result", i)
 		}
+	}
+}
+
+// Applying is idempotent whatever the order: events delivered twice (a
+// replica applied them and died before acknowledging) and out of order
+// (a start retried after the end was applied) leave the job as one
+// delivery of each, in order, would.
+func TestApplyIsIdempotent(t *testing.T) {
+	q, store := newQueue(t), openLedger(t)
+	ctx := context.Background()
+	_, key := newKey(t, store)
+	s := &Server{Ledger: store, Queue: q}
+	s.setup()
+	job, _, err := store.CreateJob(ctx, ledger.Job{Owner: key.ID, Renderer: "svg-png"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Truncate(time.Microsecond)
+	running := queue.Event{JobID: job.ID, State: "running", At: t0}
+	done := queue.Event{JobID: job.ID, State: "succeeded", At: t0.Add(time.Second),
+		Outputs: []queue.Output{{Name: "out.png", Size: 3, SHA256: "ab", MediaType: "image/png"}}}
+	failed := queue.Event{JobID: job.ID, State: "failed", ErrorCode: "timeout", At: t0.Add(2 * time.Second)}
+	for i, ev := range []queue.Event{running, running, done, running, done, failed} {
+		if err := s.apply(ctx, ev); err != nil {
+			t.Fatalf("event %d (%s): %v", i, ev.State, err)
+		}
+	}
+	got, err := store.GetJob(ctx, key.ID, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != ledger.StateSucceeded || got.Attempts != 1 || !got.StartedAt.Equal(t0) || !got.FinishedAt.Equal(done.At) || len(got.Outputs) != 1 {
+		t.Errorf("got %s, %d attempts, started %v, finished %v, %d outputs; want succeeded, 1, %v, %v, 1",
+			got.State, got.Attempts, got.StartedAt, got.FinishedAt, len(got.Outputs), t0, done.At)
+	}
+	if n := counterValue(s.metrics.finished.WithLabelValues("succeeded", "")); n != 1 {
+		t.Errorf("renderbox_jobs_finished_total{state=succeeded}: got %v, want 1", n)
+	}
+	if n := counterValue(s.metrics.events.WithLabelValues("applied")); n != 6 {
+		t.Errorf("renderbox_events_total{outcome=applied}: got %v, want 6 (a no-op is applied too: acknowledged)", n)
 	}
 }
