@@ -22,8 +22,8 @@ const DeadLetterStream = prefix + "events:dead"
 var (
 	// ErrMalformed: the entry holds no event JSON.
 	ErrMalformed = errors.New("malformed event")
-	// ErrAbandoned: the event was delivered MaxDeliveries times and no
-	// consumer ever finished applying it (each died while at it).
+	// ErrAbandoned: the event was delivered twice MaxDeliveries times
+	// and no consumer ever finished applying it (each died while at it).
 	ErrAbandoned = errors.New("delivered too often without an outcome")
 )
 
@@ -177,7 +177,10 @@ func (c *consumer) claim(ctx context.Context) error {
 	}
 	var fresh []redis.XMessage
 	for _, m := range msgs {
-		if deliveries[m.ID] > c.cfg.MaxDeliveries {
+		// Past MaxDeliveries an event is still tried (its last delivery
+		// may have met an outage, which does not count), but not forever:
+		// one whose consumers keep dying while applying it is given up.
+		if deliveries[m.ID] > 2*c.cfg.MaxDeliveries {
 			c.deadLetter(ctx, m, deliveries[m.ID], ErrAbandoned)
 			continue
 		}

@@ -200,19 +200,28 @@ func TestConsumeWaitsOutAnOutage(t *testing.T) {
 	testenv.Poll(t, "the event applied after the outage", 40*time.Second, func() bool { return applied.Load() == 1 && pending(t, q) == 0 })
 }
 
-// A consumer that died holding events (kill -9 of an API) leaves them
-// pending; another consumer claims and applies them.
-func TestConsumeClaimsADeadConsumersEvents(t *testing.T) {
-	q := testQueue(t, 0)
+// readByTheDead publishes job's event and has the consumer "dead" read
+// it and never acknowledge it, as an API killed at once would; it returns
+// the event's id.
+func readByTheDead(t *testing.T, q *Queue, job string) string {
+	t.Helper()
 	ctx := context.Background()
 	if err := q.createGroup(ctx, "api"); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, q, "job_1")
-	// "dead" reads it and never acknowledges it.
-	if err := q.Redis().XReadGroup(ctx, &redis.XReadGroupArgs{Group: "api", Consumer: "dead", Streams: []string{EventStream, ">"}, Count: 10}).Err(); err != nil {
+	publish(t, q, job)
+	res, err := q.Redis().XReadGroup(ctx, &redis.XReadGroupArgs{Group: "api", Consumer: "dead", Streams: []string{EventStream, ">"}, Count: 1}).Result()
+	if err != nil {
 		t.Fatal(err)
 	}
+	return res[0].Messages[0].ID
+}
+
+// A consumer that died holding events (kill -9 of an API) leaves them
+// pending; another consumer claims and applies them.
+func TestConsumeClaimsADeadConsumersEvents(t *testing.T) {
+	q := testQueue(t, 0)
+	readByTheDead(t, q, "job_1")
 	applied := make(chan string, 1)
 	consume(t, q, "alive", ConsumeConfig{RetryAfter: 200 * time.Millisecond}, func(_ context.Context, ev Event) error {
 		applied <- ev.JobID
@@ -245,4 +254,28 @@ func TestWatchEnded(t *testing.T) {
 		}
 		return heard[0].Load() && heard[1].Load()
 	})
+}
+
+// An event whose consumers keep dying while applying it (its delivery
+// count past twice MaxDeliveries) is given up without another try.
+func TestConsumeGivesUpAnAbandonedEvent(t *testing.T) {
+	q := testQueue(t, 0)
+	ctx := context.Background()
+	id := readByTheDead(t, q, "job_poison")
+	// As if delivered 7 times to consumers that died.
+	if err := q.Redis().Do(ctx, "XCLAIM", EventStream, "api", "dead", 0, id, "RETRYCOUNT", 7).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	var gaveUp atomic.Value
+	consume(t, q, "alive", ConsumeConfig{RetryAfter: 100 * time.Millisecond, MaxDeliveries: 3,
+		DeadLettered: func(_ Event, _ int64, err error) { gaveUp.Store(err) }},
+		func(context.Context, Event) error { calls.Add(1); return nil })
+	testenv.Poll(t, "the event given up", 10*time.Second, func() bool { return gaveUp.Load() != nil })
+	if err := gaveUp.Load().(error); !errors.Is(err, ErrAbandoned) {
+		t.Errorf("given up with %v, want ErrAbandoned", err)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("apply called %d times, want 0", n)
+	}
 }
