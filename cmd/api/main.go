@@ -84,6 +84,10 @@ type Config struct {
 	WebhookRetry string
 	// WebhookTimeout bounds one delivery attempt. Default 10s.
 	WebhookTimeout time.Duration
+	// Events: a result event this replica could not apply is retried, by
+	// any replica, after Events.RetryAfter (default 5s) and given up to
+	// the dead-letter stream after Events.MaxDeliveries (default 10).
+	Events api.EventConfig
 }
 
 func (c *Config) bind(fs *flag.FlagSet) {
@@ -121,6 +125,8 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.WebhookAllow, "webhook-allow", env("WEBHOOK_ALLOW", ""), "non-public ranges webhooks may reach, e.g. 10.0.0.0/8 (public addresses only by default)")
 	fs.StringVar(&c.WebhookRetry, "webhook-retry", "", "wait before each webhook retry, e.g. 5s,30s,2m (default 5s,30s,2m,10m,30m,1h,3h,6h,12h)")
 	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
+	fs.DurationVar(&c.Events.RetryAfter, "event-retry-after", 5*time.Second, "a result event not applied (ledger error, unknown job, a replica that died) is retried by any replica after this")
+	fs.Int64Var(&c.Events.MaxDeliveries, "event-max-deliveries", 10, "a result event not applied after this many deliveries is moved to the dead-letter stream renderbox:events:dead")
 }
 
 // webhooks builds the API's webhook settings from the configuration.
@@ -195,6 +201,9 @@ func (c Config) validate() error {
 	if c.WorkerHeartbeatTimeout < time.Second || c.WorkerHeartbeatTimeout > queue.WorkerRecordTTL {
 		return fmt.Errorf("config: -worker-heartbeat-timeout %s is outside 1s to %s (default 30s)", c.WorkerHeartbeatTimeout, queue.WorkerRecordTTL)
 	}
+	if c.Events.RetryAfter < 100*time.Millisecond || c.Events.MaxDeliveries < 1 {
+		return fmt.Errorf("config: -event-retry-after %s must be at least 100ms and -event-max-deliveries %d at least 1", c.Events.RetryAfter, c.Events.MaxDeliveries)
+	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
 	}
@@ -265,7 +274,7 @@ func serve(ctx context.Context, args []string) error {
 		return fmt.Errorf("webhooks: %w", err)
 	}
 	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Diagnostics: c.Diagnostics,
-		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout}
+		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events}
 	srv := s.HTTPServer(c.Addr)
 	var msrv *http.Server
 	if c.MetricsAddr != "" {

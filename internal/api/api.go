@@ -104,8 +104,11 @@ type Server struct {
 	// WorkerHeartbeatTimeout: a worker whose last heartbeat is older is
 	// not alive, and with none alive /readyz answers 503. Default 30s.
 	WorkerHeartbeatTimeout time.Duration
+	// Events: how result events this replica could not apply are retried.
+	Events EventConfig
 
 	waiters      *waiters
+	waitPoll     time.Duration // ?wait= re-reads the ledger this often
 	limiters     *limiters
 	metrics      *metrics
 	inFlight     *inFlight
@@ -137,6 +140,9 @@ func (s *Server) init() {
 	s.dispatchWake = make(chan struct{}, 1)
 	s.memory = &memoryGuard{q: s.Queue, highWater: s.Limits.RedisHighWater}
 	s.waiters = newWaiters()
+	if s.waitPoll == 0 {
+		s.waitPoll = time.Second
+	}
 	s.limiters = newLimiters(s.Limits.RatePerSecond, s.Limits.Burst)
 	s.metrics = newMetrics(s.Registry, s.Queue, s.WorkerHeartbeatTimeout)
 	s.inFlight = newInFlight(s.HTTP)

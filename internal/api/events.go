@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -14,20 +15,61 @@ import (
 	"github.com/renderbox/renderbox/internal/queue"
 )
 
-// RunEvents applies the workers' result events to the ledger until ctx
-// ends, and wakes requests waiting on those jobs. Run one per API process;
-// several API processes share the work.
-func (s *Server) RunEvents(ctx context.Context) error {
-	host, _ := os.Hostname()
-	return s.Queue.Consume(ctx, "api", host+"-"+strconv.Itoa(os.Getpid()), s.apply)
+// EventConfig says how the result events that this replica could not
+// apply are retried (see queue.ConsumeConfig).
+type EventConfig struct {
+	// RetryAfter: an event left pending is claimed again, by any replica,
+	// after this long. Default 5s.
+	RetryAfter time.Duration
+	// MaxDeliveries: an event not applied after this many deliveries goes
+	// to the dead-letter stream. Default 10.
+	MaxDeliveries int64
 }
 
+// eventGroup is the API replicas' consumer group of the event stream.
+const eventGroup = "api"
+
+// RunEvents applies the workers' result events to the ledger until ctx
+// ends, and wakes this replica's ?wait= requests when any replica applied
+// a job's end. Run one per API process: the replicas share the events
+// (one consumer group), and an event one could not apply is left pending
+// for another (queue.Consume).
+func (s *Server) RunEvents(ctx context.Context) error {
+	s.setup()
+	go s.Queue.WatchEnded(ctx, s.waiters.notify)
+	host, _ := os.Hostname()
+	cfg := queue.ConsumeConfig{
+		RetryAfter: s.Events.RetryAfter, MaxDeliveries: s.Events.MaxDeliveries,
+		Ready: s.Ledger.Ping, Logger: s.Logger,
+		DeadLettered: func(_ queue.Event, _ int64, err error) {
+			s.metrics.deadLettered.WithLabelValues(eventFailure(err)).Inc()
+		},
+	}
+	return s.Queue.Consume(ctx, eventGroup, host+"-"+strconv.Itoa(os.Getpid()), cfg, s.apply)
+}
+
+// apply records ev in the ledger. It is idempotent — the ledger's updates
+// are conditional: a start already recorded, an end after an end, a start
+// after an end change nothing — because an event can be applied twice: a
+// replica that applied it may die before acknowledging it.
+//
+// An error leaves the event unacknowledged, to be retried by any replica.
+// That includes a job the ledger does not know. With one ledger shared by
+// every replica (PostgreSQL), as it must be, that never happens in a sound
+// deployment (a job is recorded before it is queued): its row was deleted,
+// or another deployment shares this Redis. With replicas that each have a
+// ledger of their own (a SQLite file each) it is a misconfiguration that
+// loses results; it is logged as one and counted
+// (renderbox_events_total{outcome="unknown_job"}), and another replica may
+// still apply the event before it is given up.
 func (s *Server) apply(ctx context.Context, ev queue.Event) error {
 	var err error
+	terminal := false
 	switch ev.State {
 	case "running":
 		_, err = s.Ledger.MarkRunning(ctx, ev.JobID, ev.At)
 	case "succeeded", "failed", "canceled":
+		terminal = true
 		var outs []ledger.Output
 		for _, o := range ev.Outputs {
 			outs = append(outs, ledger.Output{Name: o.Name, Size: o.Size, SHA256: o.SHA256, MediaType: o.MediaType})
@@ -45,16 +87,53 @@ func (s *Server) apply(ctx context.Context, ev queue.Event) error {
 			s.metrics.finished.WithLabelValues(ev.State, ev.ErrorCode).Inc()
 			s.wakeWebhooks()
 		}
+	default:
+		err = fmt.Errorf("event state %q is not one this API knows (is a worker newer than it?): %w", ev.State, ledger.ErrInvalid)
 	}
-	if errors.Is(err, ledger.ErrNotFound) {
-		return nil // a job this ledger never had: nothing to do
+	if err != nil {
+		kind := eventFailure(err)
+		s.metrics.events.WithLabelValues(kind).Inc()
+		if kind == "unknown_job" {
+			s.Logger.Error("a result event names a job this replica's ledger does not know; it is left for another replica. "+
+				"If the API replicas have ledgers of their own (a SQLite file each), results are being lost: give every replica the same -db, a PostgreSQL URL",
+				"job_id", ev.JobID, "state", ev.State, "worker", ev.Worker)
+		}
+		return fmt.Errorf("applying the %s event of job %s: %w", ev.State, ev.JobID, err)
 	}
-	if err == nil {
-		s.waiters.notify(ev.JobID)
-		// A job that started or ended made room in asynq for the next.
-		s.wakeDispatcher()
+	s.metrics.events.WithLabelValues("applied").Inc()
+	if terminal {
+		// Announced even when this apply changed nothing: the replica that
+		// changed it may have died before announcing it.
+		s.jobEnded(ctx, ev.JobID)
 	}
-	return err
+	// A job that started or ended made room in asynq for the next.
+	s.wakeDispatcher()
+	return nil
+}
+
+// eventFailure names the kind of an apply error, for metrics.
+func eventFailure(err error) string {
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return "unknown_job"
+	case errors.Is(err, ledger.ErrInvalid):
+		return "invalid"
+	case errors.Is(err, queue.ErrMalformed):
+		return "malformed"
+	case errors.Is(err, queue.ErrAbandoned):
+		return "abandoned"
+	}
+	return "error"
+}
+
+// jobEnded wakes the ?wait= requests for job on this replica and, through
+// Redis, on every other. A lost notice delays a waiter by one poll at
+// most (waitFor).
+func (s *Server) jobEnded(ctx context.Context, job string) {
+	s.waiters.notify(job)
+	if err := s.Queue.PublishEnded(ctx, job); err != nil {
+		s.Logger.Warn("announcing a job's end to the other replicas", "job_id", job, "err", err)
+	}
 }
 
 // waiters wake requests blocked in ?wait= when their job changes.
@@ -102,14 +181,14 @@ func (w *waiters) notify(job string) {
 }
 
 // waitFor waits up to d for job to reach a terminal state, re-reading the
-// ledger when an event for it arrives (and every second, in case another
-// API process applied it).
+// ledger — the truth every replica shares — when any replica announces
+// that the job ended, and every waitPoll in case a notice was lost.
 func (s *Server) waitFor(r *http.Request, job ledger.Job, d time.Duration) (ledger.Job, bool) {
 	ch := s.waiters.add(job.ID)
 	defer s.waiters.remove(job.ID, ch)
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(s.waitPoll)
 	defer tick.Stop()
 	for {
 		select {

@@ -341,7 +341,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		// the next time Redis answers, or its result is ignored.
 		s.Logger.Error("signalling a cancel", "job_id", job.ID, "err", err)
 	}
-	s.waiters.notify(job.ID)
+	s.jobEnded(r.Context(), job.ID)
 	s.wakeWebhooks()
 	writeJSON(w, http.StatusOK, s.withWebhook(r.Context(), view(job), job))
 }

@@ -19,6 +19,12 @@ type metrics struct {
 	accepted *prometheus.CounterVec
 	finished *prometheus.CounterVec
 	webhooks *prometheus.CounterVec
+	// events counts result events by what applying them did, per
+	// delivery: applied, unknown_job, invalid, error.
+	events *prometheus.CounterVec
+	// deadLettered counts events moved to the dead-letter stream, by the
+	// last failure's kind.
+	deadLettered *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry, q *queue.Queue, heartbeatTimeout time.Duration) *metrics {
@@ -34,14 +40,23 @@ func newMetrics(reg *prometheus.Registry, q *queue.Queue, heartbeatTimeout time.
 			Name: "renderbox_jobs_finished_total", Help: "Jobs that reached a terminal state, by state and error code.",
 		}, []string{"state", "code"}),
 	}
+	m.events = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "renderbox_events_total", Help: "Result event deliveries this replica handled, by outcome: applied, unknown_job (a job its ledger does not know: replicas with ledgers of their own?), invalid, error (left pending, retried).",
+	}, []string{"outcome"})
+	m.deadLettered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "renderbox_events_dead_lettered_total", Help: "Result events this replica gave up and moved to the dead-letter stream, by their last failure.",
+	}, []string{"reason"})
 	m.webhooks = newWebhookMetric(reg)
-	reg.MustRegister(m.requests, m.accepted, m.finished,
+	reg.MustRegister(m.requests, m.accepted, m.finished, m.events, m.deadLettered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if q != nil {
 		reg.MustRegister(
 			redisGauge("renderbox_queue_depth", "Jobs waiting or running in the asynq queue.", q.Depth),
 			redisGauge("renderbox_workers_alive", "Workers whose last heartbeat is within -worker-heartbeat-timeout.",
-				func(ctx context.Context) (int, error) { return q.WorkersAlive(ctx, heartbeatTimeout) }))
+				func(ctx context.Context) (int, error) { return q.WorkersAlive(ctx, heartbeatTimeout) }),
+			redisGauge("renderbox_events_pending", "Result events read by an API replica and not yet acknowledged (being applied, or left to retry).",
+				func(ctx context.Context) (int, error) { return q.EventsPending(ctx, eventGroup) }),
+			redisGauge("renderbox_events_dead_letter", "Result events in the dead-letter stream (renderbox:events:dead): results NOT in the ledger.", q.DeadLetters))
 	}
 	return m
 }

@@ -145,6 +145,10 @@ type stack struct {
 	// and its credentials: flags and environment.
 	redisFor map[string]redisAccess
 	db       string
+	// dbEnv passes a ledger whose URL carries a password (PostgreSQL)
+	// the way an operator must: RENDERBOX_DB, not -db.
+	dbEnv    []string
+	apiArgs  []string // what every API of the stack is started with
 	base     string
 	metrics  string // the API's /metrics, on a listener of its own
 	api      *proc
@@ -160,6 +164,9 @@ type stackOpts struct {
 	fsync      string // appendfsync when persist: "always" (default) or "everysec"
 	maxmemory  string // Redis's maxmemory, e.g. "24mb" (testenv's default when "")
 	noWorker   bool   // jobs stay queued
+	// postgres puts the ledger in a private PostgreSQL server (shared by
+	// every API the test starts) instead of a SQLite file.
+	postgres bool
 	// redis runs Redis with a password or TLS; access then says how
 	// each binary gets them (default: -redis host:port, for both).
 	redis  testenv.RedisConfig
@@ -183,6 +190,12 @@ func newStack(t *testing.T, o stackOpts) *stack {
 	if o.access != nil {
 		s.redisFor = o.access(rs, t.TempDir())
 	}
+	if o.postgres {
+		s.db = testenv.StartPostgres(t).NewDatabase(t)
+		s.dbEnv = []string{"RENDERBOX_DB=" + s.db}
+		// No directory beside the ledger: every replica names the key.
+		s.apiArgs = []string{"-webhook-secret-file", filepath.Join(t.TempDir(), "webhook.key")}
+	}
 	if !o.noWorker {
 		s.startWorker(o.workerArgs...)
 	}
@@ -199,14 +212,52 @@ func newStack(t *testing.T, o stackOpts) *stack {
 }
 
 // startAPI starts the API on fresh addresses with the stack's Redis and
-// ledger.
+// ledger: the stack's API (s.api, s.base), started again after a kill.
 func (s *stack) startAPI(extra ...string) {
 	s.t.Helper()
+	r := s.launchAPI(extra...)
+	s.api, s.base, s.metrics = r.api, r.base, r.metrics
+	if s.client != nil {
+		s.client = newClient(s.t, s.base)
+	}
+}
+
+// replica is an API process beside the stack's own.
+type replica struct {
+	api     *proc
+	base    string
+	metrics string
+	client  *client
+}
+
+// startReplica starts another API on the stack's Redis and ledger — a
+// second replica when the ledger is PostgreSQL — and waits until it is
+// ready.
+func (s *stack) startReplica(extra ...string) *replica {
+	s.t.Helper()
+	r := s.launchAPI(extra...)
+	waitFor(s.t, "the second api to be ready", 20*time.Second, func() bool {
+		if r.api.cmd.ProcessState != nil {
+			s.t.Fatalf("api exited:\n%s", r.api.output())
+		}
+		rd, err := readyz(r.base)
+		return err == nil && rd.status == 200
+	})
+	r.client = newClient(s.t, r.base)
+	return r
+}
+
+func (s *stack) launchAPI(extra ...string) *replica {
+	s.t.Helper()
 	addr, maddr := freeAddr(s.t), freeAddr(s.t)
-	s.base, s.metrics = "http://"+addr, "http://"+maddr+"/metrics"
 	ra := s.redisFor["api"]
-	args := append([]string{"serve", "-addr", addr, "-metrics-addr", maddr, "-db", s.db}, ra.args...)
-	s.api = startEnv(s.t, "api", ra.env, append(args, extra...)...)
+	args := []string{"serve", "-addr", addr, "-metrics-addr", maddr}
+	if s.dbEnv == nil {
+		args = append(args, "-db", s.db)
+	}
+	args = append(append(append(args, ra.args...), s.apiArgs...), extra...)
+	p := startEnv(s.t, "api", append(append([]string{}, ra.env...), s.dbEnv...), args...)
+	return &replica{api: p, base: "http://" + addr, metrics: "http://" + maddr + "/metrics"}
 }
 
 // waitReadyBut waits until /readyz answers with every check ok but the
@@ -336,7 +387,12 @@ func (s *stack) adminKey(name string) string {
 
 func (s *stack) newKey(args ...string) string {
 	s.t.Helper()
-	out, err := exec.Command(filepath.Join(bins, "api"), append([]string{"keys", "create", "-db", s.db}, args...)...).Output()
+	cmd := exec.Command(filepath.Join(bins, "api"), append([]string{"keys", "create", "-db", s.db}, args...)...)
+	if s.dbEnv != nil {
+		cmd = exec.Command(filepath.Join(bins, "api"), append([]string{"keys", "create"}, args...)...)
+		cmd.Env = append(os.Environ(), s.dbEnv...)
+	}
+	out, err := cmd.Output()
 	if err != nil {
 		s.t.Fatalf("api keys create: %v", err)
 	}

@@ -65,7 +65,8 @@ type Store interface {
 	// of the next page ("" after the last page).
 	ListJobs(ctx context.Context, owner string, opts ListOptions) (jobs []Job, next string, err error)
 	// MarkRunning records that an attempt of job id started at at. It
-	// reports false, changing nothing, when the job is already terminal.
+	// reports false, changing nothing, when the job is already terminal
+	// or this start (the same at) is already recorded.
 	MarkRunning(ctx context.Context, id string, at time.Time) (bool, error)
 	// Finish moves a job that is not yet terminal to a terminal state. It
 	// reports false, changing nothing, when the job is already terminal.

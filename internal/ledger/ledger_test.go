@@ -615,9 +615,14 @@ func TestMarkRunningNeverResurrects(t *testing.T) {
 		if ok, err := s.MarkRunning(ctx, j.ID, t2); err != nil || !ok {
 			t.Fatalf("MarkRunning(running): got %v, %v; want true", ok, err)
 		}
+		// The second start's event delivered again (a replica applied it
+		// and died before acknowledging): the same start, not a third.
+		if ok, err := s.MarkRunning(ctx, j.ID, t2); err != nil || ok {
+			t.Fatalf("MarkRunning(the same start again): got %v, %v; want false, nil", ok, err)
+		}
 		got := state(t, s, k.ID, j.ID)
 		if got.State != ledger.StateRunning || got.Attempts != 2 || !got.StartedAt.Equal(t2) {
-			t.Errorf("after two starts: got %s, attempts %d, started %v; want running, 2, %v", got.State, got.Attempts, got.StartedAt, t2)
+			t.Errorf("after two starts, one recorded twice: got %s, attempts %d, started %v; want running, 2, %v", got.State, got.Attempts, got.StartedAt, t2)
 		}
 
 		if _, err := s.MarkRunning(ctx, "job_missing", t1); !errors.Is(err, ledger.ErrNotFound) {

@@ -205,6 +205,9 @@ func (s *sqlStore) ListJobs(ctx context.Context, owner string, opts ListOptions)
 // when a crashed worker's task is retried (asynq is at-least-once). Each call
 // that reports true increments Attempts and sets StartedAt. A terminal job —
 // canceled while queued, say — is never resurrected: false, nothing changed.
+// The same start recorded again (at equal to StartedAt: a result event
+// delivered twice, once to a replica that died before acknowledging it) is
+// also false and changes nothing, so an attempt is never counted twice.
 func (s *sqlStore) MarkRunning(ctx context.Context, id string, at time.Time) (bool, error) {
 	if at.IsZero() {
 		at = now()
@@ -212,7 +215,8 @@ func (s *sqlStore) MarkRunning(ctx context.Context, id string, at time.Time) (bo
 	var moved bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx,
-			"UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = $1 WHERE id = $2 AND state IN "+live,
+			"UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = $1 WHERE id = $2 AND state IN "+live+
+				" AND (started_at IS NULL OR started_at <> $1)",
 			toNanos(at), id)
 		if err != nil {
 			return err

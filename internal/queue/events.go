@@ -3,9 +3,6 @@ package queue
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -59,84 +56,20 @@ func (q *Queue) Publish(ctx context.Context, ev Event) error {
 	}).Err()
 }
 
-// Consume applies every event to apply, at least once, as consumer of
-// group: events another consumer of the group read but did not
-// acknowledge (it crashed) are picked up again. It returns when ctx ends.
-func (q *Queue) Consume(ctx context.Context, group, consumer string, apply func(context.Context, Event) error) error {
-	if err := q.createGroup(ctx, group); err != nil {
-		return err
-	}
-	// First our own unacknowledged events (from before a restart), then new.
-	start := "0"
-	for ctx.Err() == nil {
-		if start == ">" {
-			// Claim what dead consumers left pending for over 30s.
-			msgs, _, err := q.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-				Stream: EventStream, Group: group, Consumer: consumer, MinIdle: 30 * time.Second, Start: "0", Count: 100,
-			}).Result()
-			if err == nil {
-				q.applyAll(ctx, group, msgs, apply)
-			}
-		}
-		res, err := q.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-			Group: group, Consumer: consumer, Streams: []string{EventStream, start}, Count: 100, Block: time.Second,
-		}).Result()
-		if errors.Is(err, redis.Nil) {
-			continue
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			// Redis lost the group (it restarted without its data, or failed
-			// over to a replica that never had it): every read would fail
-			// with NOGROUP from now on, and no result would reach the ledger.
-			if strings.HasPrefix(err.Error(), "NOGROUP") && q.createGroup(ctx, group) == nil {
-				start = "0"
-				continue
-			}
-			// Redis is down or restarting: retry without spinning.
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		n := 0
-		for _, s := range res {
-			n += len(s.Messages)
-			q.applyAll(ctx, group, s.Messages, apply)
-		}
-		if start == "0" && n == 0 {
-			start = ">"
-		}
-	}
-	return nil
+// EndedChannel carries the id of every job whose terminal event an API
+// replica applied to the ledger, so that every replica wakes its ?wait=
+// requests for it, not only the one that applied it.
+const EndedChannel = prefix + "ended"
+
+// PublishEnded tells every replica that job's terminal state is in the
+// ledger.
+func (q *Queue) PublishEnded(ctx context.Context, job string) error {
+	return q.rdb.Publish(ctx, EndedChannel, job).Err()
 }
 
-// createGroup creates the consumer group (and the stream) unless it exists.
-// A new group starts at the stream's beginning, so events written before it
-// existed are applied too.
-func (q *Queue) createGroup(ctx context.Context, group string) error {
-	err := q.rdb.XGroupCreateMkStream(ctx, EventStream, group, "0").Err()
-	if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
-		return fmt.Errorf("creating event consumer group: %w", err)
-	}
-	return nil
-}
-
-func (q *Queue) applyAll(ctx context.Context, group string, msgs []redis.XMessage, apply func(context.Context, Event) error) {
-	for _, m := range msgs {
-		raw, _ := m.Values["event"].(string)
-		var ev Event
-		if err := json.Unmarshal([]byte(raw), &ev); err != nil {
-			// Malformed: acknowledge so it does not block the stream.
-			q.rdb.XAck(ctx, EventStream, group, m.ID)
-			continue
-		}
-		if err := apply(ctx, ev); err != nil {
-			continue // stays pending; retried after a restart or claim
-		}
-		q.rdb.XAck(ctx, EventStream, group, m.ID)
-	}
+// WatchEnded calls fn with the id of every job announced by PublishEnded
+// from now on, until ctx ends. A notice sent while this replica was away
+// from Redis is lost: a waiter must not rely on it alone.
+func (q *Queue) WatchEnded(ctx context.Context, fn func(job string)) {
+	q.watch(ctx, EndedChannel, fn)
 }

@@ -1,7 +1,10 @@
 // Package queue is the glue between the API and the workers, all in
 // Redis: render tasks go through asynq (the job id is the TaskID), inputs
 // and outputs are blobs with a retention TTL, results come back as events
-// on a Redis stream that the API consumes into the ledger, cancels are a
+// on a Redis stream that the API replicas consume into the ledger (one
+// consumer group; what one cannot apply is retried by another, and given
+// up to a dead-letter stream after a bound: consume.go), a job's end is
+// announced to every replica on a channel, cancels are a
 // marker key plus a pub/sub nudge to whichever worker runs the job, and
 // workers' heartbeats say who is alive. Both binaries reach Redis through
 // RedisConfig (connect.go).
@@ -180,7 +183,14 @@ func (q *Queue) Canceled(ctx context.Context, job string) (bool, error) {
 // WatchCancels calls fn with the id of every job canceled from now on,
 // until ctx ends.
 func (q *Queue) WatchCancels(ctx context.Context, fn func(job string)) {
-	sub := q.rdb.Subscribe(ctx, CancelChannel)
+	q.watch(ctx, CancelChannel, fn)
+}
+
+// watch calls fn with every message on channel until ctx ends. go-redis
+// subscribes again after a lost connection; what was sent meanwhile is
+// lost.
+func (q *Queue) watch(ctx context.Context, channel string, fn func(string)) {
+	sub := q.rdb.Subscribe(ctx, channel)
 	defer sub.Close()
 	ch := sub.Channel()
 	for {

@@ -410,3 +410,16 @@ func PoolWithEvents(t testing.TB, m *sandbox.Manager, onEvent func(sandbox.PoolE
 	})
 	return p
 }
+
+// Poll calls cond every 20ms until it holds, failing the test if it does
+// not within d. Use it instead of a sleep that guesses how long something
+// takes.
+func Poll(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: not within %v", what, d)
+}
