@@ -2,7 +2,9 @@
 // tree is a directory holding rootfs/ (what sandboxes mount read-only) and
 // manifest.json (package versions, the agent's digest and a digest of the
 // whole tree). The worker refuses to start on a tree that does not match its
-// manifest: a tampered rootfs is a tampered renderer.
+// manifest: a tampered rootfs is a tampered renderer. Export and Import
+// carry a sealed tree to hosts that do not build one, as one archive
+// named by the tree's digest (export.go, import.go).
 package rootfs
 
 import (
