@@ -54,6 +54,16 @@ func synthTree(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
+	// mmdebstrap's devices in dev/, as a built tree has them.
+	if err := os.Mkdir(filepath.Join(root, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mknod(filepath.Join(root, "dev/null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatalf("making dev/null: %v (the tests run as root, like make test)", err)
+	}
+	if err := os.Chmod(filepath.Join(root, "dev/null"), 0o666); err != nil {
+		t.Fatal(err)
+	}
 	links := map[string]string{"etc/localtime": "/usr/share/zoneinfo/Etc/UTC", "usr/bin": "local/bin",
 		"usr/share/fonts/b.ttf": "a.ttf", "lib": "usr/lib"}
 	for l, target := range links {
@@ -294,6 +304,10 @@ func TestImportRefuses(t *testing.T) {
 			d := entry(tar.TypeChar, "rootfs/mem", "", "")
 			d.hdr.Devmajor, d.hdr.Devminor = 1, 1
 			return insert(e, 2, d)
+		}, ErrBadArchive},
+		{"/dev/mem as dev/null", func(e []archived) []archived {
+			e[find(t, e, "rootfs/dev/null")].hdr.Devminor = 1
+			return e
 		}, ErrBadArchive},
 		{"a hard link", func(e []archived) []archived {
 			return insert(e, find(t, e, "rootfs/etc/passwd")+1, entry(tar.TypeLink, "rootfs/etc/shadow2", "rootfs/etc/shadow", ""))

@@ -200,7 +200,7 @@ type extractor struct {
 	kinds       map[string]byte // rel in rootfs/ -> tar type, of each entry so far
 	files       int
 	bytes       int64
-	dirs, links []stamp // times set once nothing more is made in them
+	dirs, links []stamp // times set once nothing more is made in them (dirs: devices too)
 }
 
 type stamp struct {
@@ -289,8 +289,21 @@ func (x *extractor) add(hdr *tar.Header, body io.Reader) error {
 			return err
 		}
 		x.links = append(x.links, stamp{name, hdr.ModTime})
+	case tar.TypeChar:
+		if !stockDevice(rel, hdr.Devmajor, hdr.Devminor) {
+			return refuse("device %d:%d: the only devices in a rootfs are mmdebstrap's in dev/ (null 1:3, zero 1:5, …)", hdr.Devmajor, hdr.Devminor)
+		}
+		// Its parents are directories of the archive (above), never links.
+		dev := int(unix.Mkdev(uint32(hdr.Devmajor), uint32(hdr.Devminor)))
+		if err := unix.Mknod(filepath.Join(x.stage, name), unix.S_IFCHR|0o600, dev); err != nil {
+			return err
+		}
+		if err := x.own(name, hdr, mode); err != nil {
+			return err
+		}
+		x.dirs = append(x.dirs, stamp{name, hdr.ModTime})
 	default:
-		return refuse("type %q: only directories, regular files and symlinks belong in a rootfs (no devices, fifos or hard links)", hdr.Typeflag)
+		return refuse("type %q: a rootfs holds directories, regular files, symlinks and mmdebstrap's devices in dev/ (no other devices, fifos or hard links)", hdr.Typeflag)
 	}
 	x.kinds[rel] = hdr.Typeflag
 	return nil
