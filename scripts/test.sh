@@ -21,6 +21,9 @@ fi
 # the deadline) are about renderbox, not about two cores shared by Chromium
 # and LibreOffice runs from another package.
 go test -race -count=1 -p 1 -timeout 45m ./...
+# The built rootfs's export and import round trip, without -race (its
+# file's build tag; a minute instead of eleven under the race detector).
+go test -count=1 -run '^TestExportImportBuiltTree$' -timeout 10m ./internal/rootfs
 # An execution count, not a duration: on go1.26 a duration -fuzztime can end
 # with a spurious "context deadline exceeded" (golang/go#75804). Each line
 # is a package, a target and its count: the framing parsers get the most,

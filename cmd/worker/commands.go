@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/render"
@@ -310,19 +311,32 @@ func cmdRender(ctx context.Context, args []string) error {
 
 func cmdRootfs(ctx context.Context, args []string) error {
 	if len(args) < 1 {
-		return errors.New("rootfs: usage: worker rootfs seal|verify [flags] DIR")
+		return errors.New("rootfs: usage: worker rootfs seal|verify|export|import [flags] ARG")
 	}
 	fs := flag.NewFlagSet("worker rootfs "+args[0], flag.ContinueOnError)
 	pkgs := fs.String("packages", "", "seal: dpkg-query output (name<TAB>version per line)")
 	inputs := fs.String("inputs", "", "seal: digest of the build inputs")
 	packagesAt := fs.String("packages-at", "", "seal: when the packages were fetched (RFC 3339; default now)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	outDir := fs.String("o", ".", "export: the directory the archive and its .sha256 are written to")
+	sum := fs.String("sha256", "", "import: the archive's SHA-256 as export printed it (default: read from FILE.sha256)")
+	dir := fs.String("dir", envOr("RENDERBOX_ROOTFS_DIR", "/var/lib/renderbox/rootfs"), "import: the rootfs directory, where current is switched (env RENDERBOX_ROOTFS_DIR)")
+	var rest []string
+	for rem := args[1:]; ; {
+		if err := fs.Parse(rem); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		rest, rem = append(rest, fs.Arg(0)), fs.Args()[1:]
 	}
-	if fs.NArg() != 1 {
-		return errors.New("rootfs: give exactly one tree directory")
+	if args[0] == "export" && len(rest) == 0 {
+		rest = []string{envOr("RENDERBOX_ROOTFS", "/var/lib/renderbox/rootfs/current")}
 	}
-	tree := fs.Arg(0)
+	if len(rest) != 1 {
+		return fmt.Errorf("rootfs %s: give exactly one tree directory (or archive, to import)", args[0])
+	}
+	tree := rest[0]
 	switch args[0] {
 	case "seal":
 		packages := map[string]string{}
@@ -354,8 +368,47 @@ func cmdRootfs(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Printf("%s matches its manifest: tree %s\n", tree, m.TreeSHA256)
+	case "export":
+		return rootfsExport(tree, *outDir)
+	case "import":
+		return rootfsImport(tree, *sum, *dir)
 	default:
-		return fmt.Errorf("rootfs: unknown subcommand %q (seal or verify)", args[0])
+		return fmt.Errorf("rootfs: unknown subcommand %q (seal, verify, export or import)", args[0])
 	}
+	return nil
+}
+
+// rootfsExport packs tree into an archive in outDir (rootfs.Export).
+func rootfsExport(tree, outDir string) error {
+	t := time.Now()
+	ex, err := rootfs.Export(tree, outDir)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("exported %s: %d files, %d MiB in %d MiB, %.1fs\n", tree, ex.Manifest.Files, ex.Manifest.Bytes>>20, ex.Size>>20, time.Since(t).Seconds())
+	fmt.Printf("tree    %s\narchive %s\nsha256  %s\n", ex.Manifest.TreeSHA256, ex.Path, ex.SHA256)
+	return nil
+}
+
+// rootfsImport installs archive under dir and switches its current to it
+// (rootfs.Import), checking the archive against sum or its .sha256.
+func rootfsImport(archive, sum, dir string) error {
+	if sum == "" {
+		var err error
+		if sum, err = rootfs.ReadSHA256File(archive + ".sha256"); err != nil {
+			return fmt.Errorf("rootfs import: %w (copy the .sha256 export wrote beside the archive, or give -sha256)", err)
+		}
+	}
+	t := time.Now()
+	im, err := rootfs.Import(archive, strings.ToLower(sum), dir)
+	if err != nil {
+		return err
+	}
+	how := "extracted and verified"
+	if im.Reused {
+		how = "already installed, verified"
+	}
+	fmt.Printf("imported %s: %s in %.1fs\ntree    %s\ncurrent %s (was %q); restart the worker to run it\n",
+		archive, how, time.Since(t).Seconds(), im.Manifest.TreeSHA256, im.Tree, im.Previous)
 	return nil
 }

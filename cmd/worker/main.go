@@ -7,6 +7,8 @@
 //	                             render a local file through a real sandbox
 //	worker reap                  delete sandboxes a crashed worker left
 //	worker rootfs seal|verify    write or check a rootfs manifest
+//	worker rootfs export|import  pack a built rootfs into one archive, or
+//	                             install one on a host that builds none
 //
 // There is no unsandboxed fallback: every command that renders refuses to
 // run without a working runsc, cgroups and a rootfs.
@@ -29,6 +31,8 @@ commands:
   render     render a local file: worker render -renderer pdf-png in.pdf -o outdir/
   reap       delete sandboxes, bundles and cgroups a crashed worker left behind
   rootfs     seal or verify a rootfs tree: worker rootfs seal|verify DIR
+             pack it for other hosts: worker rootfs export -o OUTDIR [TREE]
+             install a packed one: worker rootfs import [-sha256 HEX] [-dir DIR] ARCHIVE
 
 Run "worker <command> -h" for its flags.
 `

@@ -101,8 +101,9 @@ func cmdServe(ctx context.Context, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := worker.NewMetrics(reg)
+	worker.RegisterRootfs(reg, facts.rootfs)
 	closePool := func() {}
-	h := &worker.Handler{Manager: m, Queue: queue.New(rdb, 0), Logger: log, Name: s.Name, Metrics: metrics}
+	h := &worker.Handler{Manager: m, Queue: queue.New(rdb, 0), Logger: log, Name: s.Name, RootfsDigest: facts.rootfs, Metrics: metrics}
 	if fams != nil {
 		pool, err := m.NewPool(sandbox.PoolConfig{Families: fams, OnEvent: metrics.PoolEvent})
 		if err != nil {

@@ -291,3 +291,49 @@ func TestCheckLeavesALiveWorkerAlone(t *testing.T) {
 		t.Errorf("the live worker's job: %v", err)
 	}
 }
+
+// worker rootfs export and import, as deploy/README.md runs them: the
+// archive and its .sha256 land in -o; import finds the .sha256 beside the
+// archive, installs the tree under -dir and switches current; an archive
+// its .sha256 does not describe is refused and current stays.
+func TestRootfsExportImportCommands(t *testing.T) {
+	t.Parallel()
+	tree := t.TempDir()
+	p := filepath.Join(rootfs.Dir(tree), rootfs.AgentPath)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("agent"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := worker(t, "rootfs", "seal", tree); err != nil {
+		t.Fatalf("seal: %v\n%s", err, out)
+	}
+	out, dir := t.TempDir(), filepath.Join(t.TempDir(), "rootfs")
+	if o, err := worker(t, "rootfs", "export", "-o", out, tree); err != nil {
+		t.Fatalf("export: %v\n%s", err, o)
+	}
+	archives, _ := filepath.Glob(filepath.Join(out, rootfs.ArchivePrefix+"*"+rootfs.ArchiveSuffix))
+	if len(archives) != 1 {
+		t.Fatalf("export wrote %v, want one archive", archives)
+	}
+	if o, err := worker(t, "rootfs", "import", "-dir", dir, archives[0]); err != nil || !strings.Contains(o, "extracted and verified") {
+		t.Fatalf("import: %v\n%s", err, o)
+	}
+	if o, err := worker(t, "rootfs", "verify", filepath.Join(dir, rootfs.CurrentName)); err != nil {
+		t.Errorf("verify the imported current: %v\n%s", err, o)
+	}
+	before, _ := os.Readlink(filepath.Join(dir, rootfs.CurrentName))
+
+	wrong := filepath.Join(t.TempDir(), filepath.Base(archives[0]))
+	b, _ := os.ReadFile(archives[0])
+	_ = os.WriteFile(wrong, append(b, 0), 0o644)
+	sum, _ := os.ReadFile(archives[0] + ".sha256")
+	_ = os.WriteFile(wrong+".sha256", sum, 0o644)
+	if o, err := worker(t, "rootfs", "import", "-dir", dir, wrong); err == nil || !strings.Contains(o, "rootfs archive refused") {
+		t.Errorf("import of an archive its .sha256 does not describe: %v\n%s", err, o)
+	}
+	if after, _ := os.Readlink(filepath.Join(dir, rootfs.CurrentName)); after != before {
+		t.Errorf("current -> %s after a refused import, want %s", after, before)
+	}
+}

@@ -30,13 +30,15 @@ type jobView struct {
 	// OutputName is the client's base name for the outputs, if it gave one.
 	OutputName string `json:"output_name,omitempty"`
 	// SandboxMode: cold, prebooted or restored, once a sandbox ran it.
-	SandboxMode string       `json:"sandbox_mode,omitempty"`
-	CreatedAt   time.Time    `json:"created_at"`
-	StartedAt   *time.Time   `json:"started_at,omitempty"`
-	FinishedAt  *time.Time   `json:"finished_at,omitempty"`
-	Error       *errorView   `json:"error,omitempty"`
-	Outputs     []outputView `json:"outputs"`
-	Webhook     *webhookView `json:"webhook,omitempty"`
+	SandboxMode string `json:"sandbox_mode,omitempty"`
+	// Worker: which worker ended the job and the rootfs it ran, once one did.
+	Worker     *jobWorkerView `json:"worker,omitempty"`
+	CreatedAt  time.Time      `json:"created_at"`
+	StartedAt  *time.Time     `json:"started_at,omitempty"`
+	FinishedAt *time.Time     `json:"finished_at,omitempty"`
+	Error      *errorView     `json:"error,omitempty"`
+	Outputs    []outputView   `json:"outputs"`
+	Webhook    *webhookView   `json:"webhook,omitempty"`
 	// Diagnostics: what the page asked for and could not have, and the
 	// errors it logged.
 	Diagnostics json.RawMessage `json:"diagnostics,omitempty"`
@@ -46,6 +48,11 @@ type inputView struct {
 	SHA256 string `json:"sha256"`
 	Size   int64  `json:"size"`
 	Type   string `json:"type,omitempty"`
+}
+
+type jobWorkerView struct {
+	Name         string `json:"name"`
+	RootfsDigest string `json:"rootfs_digest"`
 }
 
 type errorView struct {
@@ -71,6 +78,9 @@ func view(j ledger.Job) jobView {
 		v.Options = json.RawMessage("{}")
 	}
 	v.StartedAt, v.FinishedAt = utcOrNil(j.StartedAt), utcOrNil(j.FinishedAt)
+	if j.Worker != "" || j.RootfsDigest != "" {
+		v.Worker = &jobWorkerView{Name: j.Worker, RootfsDigest: j.RootfsDigest}
+	}
 	if j.ErrorCode != "" {
 		v.Error = &errorView{Code: j.ErrorCode, Message: j.ErrorMessage}
 	}

@@ -22,16 +22,20 @@ import (
 
 // jobJSON is a job view as the tests read it.
 type jobJSON struct {
-	ID          string         `json:"id"`
-	Renderer    string         `json:"renderer"`
-	State       string         `json:"state"`
-	Attempts    int            `json:"attempts"`
-	SandboxMode string         `json:"sandbox_mode"`
-	Options     map[string]any `json:"options"`
-	CreatedAt   time.Time      `json:"created_at"`
-	StartedAt   *time.Time     `json:"started_at"`
-	FinishedAt  *time.Time     `json:"finished_at"`
-	Input       struct {
+	ID          string `json:"id"`
+	Renderer    string `json:"renderer"`
+	State       string `json:"state"`
+	Attempts    int    `json:"attempts"`
+	SandboxMode string `json:"sandbox_mode"`
+	Worker      *struct {
+		Name         string `json:"name"`
+		RootfsDigest string `json:"rootfs_digest"`
+	} `json:"worker"`
+	Options    map[string]any `json:"options"`
+	CreatedAt  time.Time      `json:"created_at"`
+	StartedAt  *time.Time     `json:"started_at"`
+	FinishedAt *time.Time     `json:"finished_at"`
+	Input      struct {
 		SHA256 string `json:"sha256"`
 	} `json:"input"`
 	Error *struct {

@@ -189,7 +189,8 @@ func TestWorkerLiveness(t *testing.T) {
 		t.Errorf("GET /v1/workers without a key: %d, want 401", r.Status)
 	}
 
-	s.startWorker("-heartbeat-interval", "500ms", "-name", "fleet-a")
+	waddr := freeAddr(t)
+	s.startWorker("-heartbeat-interval", "500ms", "-name", "fleet-a", "-metrics-addr", waddr)
 	waitFor(t, "/readyz 200 once the worker sends heartbeats", 5*time.Second, func() bool { return readyStatus() == 200 })
 	tree, err := filepath.EvalSymlinks(testenv.RootfsTree(t))
 	if err != nil {
@@ -215,6 +216,20 @@ func TestWorkerLiveness(t *testing.T) {
 	}
 	if m := s.scrape(); !strings.Contains(m, "renderbox_workers_alive 1") {
 		t.Errorf("/metrics lacks renderbox_workers_alive 1")
+	}
+	// The rootfs it runs, in its log, its /metrics and each job's record.
+	if !strings.Contains(s.worker.output(), `"rootfs_digest":"`+man.TreeSHA256+`"`) {
+		t.Errorf("the worker's start log lacks rootfs_digest %s:\n%s", man.TreeSHA256, tailStr(s.worker.output(), 2000))
+	}
+	if m := scrape(t, "http://"+waddr+"/metrics"); !strings.Contains(m, `renderbox_worker_rootfs_info{digest="`+man.TreeSHA256+`"} 1`) {
+		t.Errorf("the worker's /metrics lacks renderbox_worker_rootfs_info for %s", man.TreeSHA256)
+	}
+	r, j := submitJSON(t, c, tenant, "svg-png", samples.SVG(40, 40, 5, 5, 10), nil, "?wait=30", nil)
+	if r.Status != 200 || j.State != "succeeded" || j.Worker == nil || j.Worker.Name != "fleet-a" || j.Worker.RootfsDigest != man.TreeSHA256 {
+		t.Errorf("a job: %d %s, worker %+v; want succeeded by fleet-a on rootfs %s", r.Status, j.State, j.Worker, man.TreeSHA256)
+	}
+	if got := getJob(t, c, tenant, j.ID, ""); got.Worker == nil || got.Worker.RootfsDigest != man.TreeSHA256 {
+		t.Errorf("GET the job: worker %+v, want rootfs %s", got.Worker, man.TreeSHA256)
 	}
 
 	if err := s.worker.cmd.Process.Kill(); err != nil { // kill -9: no drain, the heartbeat stays

@@ -324,14 +324,20 @@ func (s *stack) apiMemoryGrowth(attack func()) int64 {
 // scrape returns the API's /metrics, read from the metrics listener.
 func (s *stack) scrape() string {
 	s.t.Helper()
-	resp, err := http.Get(s.metrics)
+	return scrape(s.t, s.metrics)
+}
+
+// scrape reads the /metrics page at url.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
-		s.t.Fatalf("scraping %s: %v", s.metrics, err)
+		t.Fatalf("scraping %s: %v", url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != 200 {
-		s.t.Fatalf("scraping %s: %d %v", s.metrics, resp.StatusCode, err)
+		t.Fatalf("scraping %s: %d %v", url, resp.StatusCode, err)
 	}
 	return string(b)
 }

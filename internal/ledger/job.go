@@ -28,6 +28,11 @@ type Job struct {
 	// SandboxMode is how the sandbox of the job's last attempt was made:
 	// cold, prebooted or restored; "" until a sandbox ran it.
 	SandboxMode string
+	// Worker is the name of the worker that reported the job's end, and
+	// RootfsDigest the digest of the rootfs tree it ran; "" when no worker
+	// ended it.
+	Worker       string
+	RootfsDigest string
 
 	// Diagnostics is what the job's page asked for and could not have, and
 	// the errors it logged: a JSON object, nil when there is nothing.
@@ -69,6 +74,8 @@ type FinishOptions struct {
 	At           time.Time       // finish time; the current time when zero
 	SandboxMode  string          // cold, prebooted, restored; "" when no sandbox ran
 	Diagnostics  json.RawMessage // a JSON object, or nil
+	Worker       string          // the worker's name; "" when none ran the job
+	RootfsDigest string          // the digest of the rootfs tree the worker ran
 }
 
 func (o FinishOptions) check() error {

@@ -687,12 +687,17 @@ func TestFinish(t *testing.T) {
 			{Name: "page-1.png", Size: 2048, SHA256: strings.Repeat("1", 64), MediaType: "image/png"},
 			{Name: "page-2.png", Size: 4096, SHA256: strings.Repeat("2", 64), MediaType: "image/png"},
 		}
-		if ok, err := s.Finish(ctx, j.ID, ledger.FinishOptions{State: ledger.StateSucceeded, Outputs: outputs, At: at}); err != nil || !ok {
+		rootfs := strings.Repeat("9f", 32)
+		if ok, err := s.Finish(ctx, j.ID, ledger.FinishOptions{State: ledger.StateSucceeded, Outputs: outputs, At: at,
+			Worker: "render-1", RootfsDigest: rootfs}); err != nil || !ok {
 			t.Fatalf("Finish: got %v, %v; want true", ok, err)
 		}
 		got := state(t, s, k.ID, j.ID)
 		if got.State != ledger.StateSucceeded || !got.FinishedAt.Equal(at) || !reflect.DeepEqual(got.Outputs, outputs) {
 			t.Errorf("after Finish: got %s at %v outputs %v; want succeeded at %v outputs %v", got.State, got.FinishedAt, got.Outputs, at, outputs)
+		}
+		if got.Worker != "render-1" || got.RootfsDigest != rootfs {
+			t.Errorf("after Finish: worker %q on rootfs %q; want render-1 on %s", got.Worker, got.RootfsDigest, rootfs)
 		}
 
 		// The second finish loses and changes nothing.

@@ -33,7 +33,8 @@ func validJobID(id string) bool {
 // jobColumns is the column list scanJob reads, in order.
 const jobColumns = `id, owner, renderer, options, input_sha256, input_size, callback_url,
 	idempotency_key, state, error_code, error_message, attempts,
-	created_at, started_at, finished_at, outputs, sandbox_mode, limits, input_type, diagnostics, output_name`
+	created_at, started_at, finished_at, outputs, sandbox_mode, limits, input_type, diagnostics, output_name,
+	worker, rootfs_digest`
 
 // live is the SQL set of non-terminal states: the only ones a job may leave.
 const live = `('queued', 'running')`
@@ -262,10 +263,11 @@ func (s *sqlStore) Finish(ctx context.Context, id string, opts FinishOptions) (b
 	var moved bool
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE jobs
-			SET state = $1, error_code = $2, error_message = $3, outputs = $4, finished_at = $5, sandbox_mode = $6, diagnostics = $7
-			WHERE id = $8 AND state IN `+live,
+			SET state = $1, error_code = $2, error_message = $3, outputs = $4, finished_at = $5, sandbox_mode = $6, diagnostics = $7,
+				worker = $8, rootfs_digest = $9
+			WHERE id = $10 AND state IN `+live,
 			string(opts.State), storedText(opts.ErrorCode), storedText(opts.ErrorMessage), storedText(string(manifest)),
-			toNanos(opts.At), storedText(opts.SandboxMode), storedText(diag), id)
+			toNanos(opts.At), storedText(opts.SandboxMode), storedText(diag), storedText(opts.Worker), storedText(opts.RootfsDigest), id)
 		if err != nil {
 			return err
 		}
@@ -350,7 +352,8 @@ func scanJob(row scanner) (Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.Owner, &j.Renderer, &options, &j.InputSHA256, &j.InputSize, &j.CallbackURL,
 		&idem, &state, &j.ErrorCode, &j.ErrorMessage, &j.Attempts,
-		&created, &started, &finished, &outputs, &j.SandboxMode, &limits, &j.InputType, &diagnostics, &j.OutputName)
+		&created, &started, &finished, &outputs, &j.SandboxMode, &limits, &j.InputType, &diagnostics, &j.OutputName,
+		&j.Worker, &j.RootfsDigest)
 	if err != nil {
 		return Job{}, err
 	}

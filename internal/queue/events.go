@@ -18,6 +18,9 @@ type Event struct {
 	Outputs      []Output  `json:"outputs,omitempty"`
 	At           time.Time `json:"at"`
 	Worker       string    `json:"worker,omitempty"`
+	// RootfsDigest is the digest of the rootfs tree the worker verified at
+	// start and runs every sandbox on.
+	RootfsDigest string `json:"rootfs_digest,omitempty"`
 	// SandboxMode is how the job's sandbox was made: cold, prebooted or
 	// restored.
 	SandboxMode string `json:"sandbox_mode,omitempty"`

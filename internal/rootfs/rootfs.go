@@ -2,7 +2,9 @@
 // tree is a directory holding rootfs/ (what sandboxes mount read-only) and
 // manifest.json (package versions, the agent's digest and a digest of the
 // whole tree). The worker refuses to start on a tree that does not match its
-// manifest: a tampered rootfs is a tampered renderer.
+// manifest: a tampered rootfs is a tampered renderer. Export and Import
+// carry a sealed tree to hosts that do not build one, as one archive
+// named by the tree's digest (export.go, import.go).
 package rootfs
 
 import (
@@ -89,11 +91,15 @@ func ReadManifest(tree string) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading rootfs manifest: %w (build the rootfs with: make rootfs)", err)
 	}
+	return parseManifest(b)
+}
+
+func parseManifest(b []byte) (*Manifest, error) {
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("reading rootfs manifest: %w", err)
 	}
-	if m.Format != 1 || len(m.TreeSHA256) != 64 {
+	if m.Format != 1 || !isSHA256(m.TreeSHA256) {
 		return nil, fmt.Errorf("reading rootfs manifest: unknown format %d or bad digest (rebuild with: make rootfs)", m.Format)
 	}
 	return &m, nil
@@ -136,36 +142,20 @@ type entry struct {
 func Digest(dir string) (TreeDigest, error) {
 	var ents []*entry
 	var td TreeDigest
-	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := de.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		uid, gid := -1, -1
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			uid, gid = int(st.Uid), int(st.Gid)
-		}
+	err := walk(dir, func(p, rel string, info fs.FileInfo) (err error) {
 		e := &entry{rel: rel}
-		mode := info.Mode()
-		line := fmt.Sprintf("%q %s %d:%d", rel, mode.String(), uid, gid)
-		switch {
+		target := ""
+		switch mode := info.Mode(); {
 		case mode.IsRegular():
-			line += fmt.Sprintf(" %d", info.Size())
 			e.path = p
 			td.Files++
 			td.Bytes += info.Size()
 		case mode&fs.ModeSymlink != 0:
-			t, err := os.Readlink(p)
-			if err != nil {
+			if target, err = os.Readlink(p); err != nil {
 				return err
 			}
-			line += " -> " + fmt.Sprintf("%q", t)
 		}
-		e.line = line
+		e.line = describe(rel, info.Mode(), owner(info), info.Size(), target)
 		ents = append(ents, e)
 		return nil
 	})
@@ -175,6 +165,52 @@ func Digest(dir string) (TreeDigest, error) {
 	if err := hashContents(ents); err != nil {
 		return td, fmt.Errorf("digesting rootfs %s: %w", dir, err)
 	}
+	td.SHA256 = sumLines(ents)
+	return td, nil
+}
+
+// walk calls fn for every entry under dir, in lexical order, with its
+// path, its path relative to dir and its lstat.
+func walk(dir string, fn func(p, rel string, info fs.FileInfo) error) error {
+	return filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := de.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		return fn(p, rel, info)
+	})
+}
+
+// describe is an entry's line in a tree digest, all but its content's
+// digest: its path, type and permission bits (setuid included), owner, and
+// its size (regular files) or target (symlinks). Digest and Export write
+// the same lines, so an export digests the tree it packs.
+func describe(rel string, mode fs.FileMode, own [2]int, size int64, target string) string {
+	line := fmt.Sprintf("%q %s %d:%d", rel, mode.String(), own[0], own[1])
+	switch {
+	case mode.IsRegular():
+		line += fmt.Sprintf(" %d", size)
+	case mode&fs.ModeSymlink != 0:
+		line += " -> " + fmt.Sprintf("%q", target)
+	}
+	return line
+}
+
+// owner is info's uid and gid, or -1 where the system has none.
+func owner(info fs.FileInfo) [2]int {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return [2]int{int(st.Uid), int(st.Gid)}
+	}
+	return [2]int{-1, -1}
+}
+
+// sumLines is the tree digest of lines: each entry's line and, for regular
+// files, its content's digest.
+func sumLines(ents []*entry) string {
 	h := sha256.New()
 	w := bufio.NewWriter(h)
 	for _, e := range ents {
@@ -185,8 +221,7 @@ func Digest(dir string) (TreeDigest, error) {
 		w.WriteString("\n")
 	}
 	w.Flush()
-	td.SHA256 = hex.EncodeToString(h.Sum(nil))
-	return td, nil
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func hashContents(ents []*entry) error {
@@ -231,6 +266,20 @@ func fileSHA256(p string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// isSHA256 reports whether s is a SHA-256 digest in lowercase hex (what
+// names an imported tree: nothing else may reach a path).
+func isSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // ParsePackages reads dpkg-query's "name\tversion" lines.

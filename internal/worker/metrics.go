@@ -53,6 +53,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// RegisterRootfs adds renderbox_worker_rootfs_info{digest}, always 1: the
+// rootfs tree this worker verified at start and runs. Across the fleet,
+// count by digest shows hosts on different trees (worker rootfs import).
+func RegisterRootfs(reg prometheus.Registerer, digest string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "renderbox_worker_rootfs_info", Help: "The rootfs tree this worker runs, by its digest (the manifest's tree_sha256); always 1.",
+	}, []string{"digest"})
+	g.WithLabelValues(digest).Set(1)
+	reg.MustRegister(g)
+}
+
 // PoolEvent records one event of the pool; pass it as PoolConfig.OnEvent.
 func (m *Metrics) PoolEvent(e sandbox.PoolEvent) {
 	if m == nil {

@@ -31,7 +31,8 @@ func reportHandler(t *testing.T, renderer string) (*Handler, *redis.Client, *ren
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Handler{Queue: queue.New(rdb, time.Hour), Logger: slog.New(slog.DiscardHandler), Name: "test"}, rdb, r
+	return &Handler{Queue: queue.New(rdb, time.Hour), Logger: slog.New(slog.DiscardHandler), Name: "test",
+		RootfsDigest: strings.Repeat("9f", 32)}, rdb, r
 }
 
 // A sandbox that "succeeded" but returned what its renderer does not make
@@ -58,8 +59,8 @@ func TestRefusedOutputsAreNotStored(t *testing.T) {
 	var ev queue.Event
 	_ = json.Unmarshal([]byte(msgs[0].Values["event"].(string)), &ev)
 	if ev.JobID != p.JobID || ev.State != "failed" || ev.ErrorCode != "render_failed" || len(ev.Outputs) != 0 ||
-		!strings.Contains(ev.ErrorMessage, "evil.html") {
-		t.Errorf("event = %+v, want failed render_failed naming evil.html, no outputs", ev)
+		!strings.Contains(ev.ErrorMessage, "evil.html") || ev.Worker != h.Name || ev.RootfsDigest != h.RootfsDigest {
+		t.Errorf("event = %+v, want failed render_failed naming evil.html, no outputs, by %s on rootfs %s", ev, h.Name, h.RootfsDigest)
 	}
 }
 

@@ -31,6 +31,9 @@ type Handler struct {
 	Logger  *slog.Logger
 	// Name identifies this worker in events.
 	Name string
+	// RootfsDigest is the digest of the rootfs tree the worker verified at
+	// start; each job's events carry it into the job's record.
+	RootfsDigest string
 	// Metrics, if set, observes each job.
 	Metrics *Metrics
 	// Pool, if set, hands out pre-booted sandboxes; a job whose family has
@@ -102,7 +105,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return h.end(ctx, log, p, "canceled", "canceled", "the job was canceled before it ran")
 	}
 	if err := h.withRedis(ctx, log, "reporting the job running", func(c context.Context) error {
-		return h.Queue.Publish(c, queue.Event{JobID: p.JobID, State: "running", At: time.Now(), Worker: h.Name})
+		return h.Queue.Publish(c, queue.Event{JobID: p.JobID, State: "running", At: time.Now(), Worker: h.Name, RootfsDigest: h.RootfsDigest})
 	}); err != nil {
 		return err
 	}
@@ -269,7 +272,7 @@ func (h *Handler) storeOutputs(ctx context.Context, job string, retention time.D
 // terminal state that never reaches the ledger leaves the job "running"
 // forever.
 func (h *Handler) finish(ctx context.Context, log *slog.Logger, p queue.Payload, ev queue.Event) error {
-	ev.JobID, ev.At, ev.Worker = p.JobID, time.Now(), h.Name
+	ev.JobID, ev.At, ev.Worker, ev.RootfsDigest = p.JobID, time.Now(), h.Name, h.RootfsDigest
 	if err := h.withRedis(ctx, log, "reporting the job's result", func(c context.Context) error {
 		return h.Queue.Publish(c, ev)
 	}); err != nil {
