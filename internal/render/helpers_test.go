@@ -52,16 +52,22 @@ func renderOK(t *testing.T, m *sandbox.Manager, name string, input []byte, opts 
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	// Every renderer test checks its outputs as the worker does.
-	accepted, err := r.AcceptOutputs(res.Response.Files)
+	return accepted(t, r, res.Response.Files), &res.Response.Result
+}
+
+// accepted checks what a sandbox returned as the worker does and returns
+// the outputs by their published names.
+func accepted(t *testing.T, r *render.Renderer, files []wire.File) map[string][]byte {
+	t.Helper()
+	outs, err := r.AcceptOutputs(files)
 	if err != nil {
-		t.Fatalf("%s: %v", name, err)
+		t.Fatalf("%s: %v", r.Name, err)
 	}
-	out := map[string][]byte{}
-	for _, o := range accepted {
-		out[o.Name] = o.Data
+	m := map[string][]byte{}
+	for _, o := range outs {
+		m[o.Name] = o.Data
 	}
-	return out, &res.Response.Result
+	return m
 }
 
 // mustPlan prepares a job of the named renderer, its input set.

@@ -62,16 +62,7 @@ func renderIn(t *testing.T, m *sandbox.Manager, p *sandbox.Pool, name string, in
 		}
 	}
 	t.Logf("%s in a %s sandbox: %s (render %s, teardown %s; agent: %s)", name, mode, took, res.Timings.Render, res.Timings.Teardown, strings.Join(marks, ", "))
-	// Every renderer test checks its outputs as the worker does.
-	accepted, err := r.AcceptOutputs(res.Response.Files)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	out := map[string][]byte{}
-	for _, o := range accepted {
-		out[o.Name] = o.Data
-	}
-	return out, took
+	return accepted(t, r, res.Response.Files), took
 }
 
 // Pages that leave state in the browser (a cookie, local storage, a cache
