@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -311,12 +312,26 @@ func serve(ctx context.Context, args []string) error {
 			_ = msrv.Shutdown(sctx)
 		}
 	}()
+	// Bind both before saying so: the log names the addresses bound (a
+	// port of 0 becomes the one the kernel chose), and a taken address
+	// ends the process before anything is served.
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return err
+	}
+	maddr := ""
 	errc := make(chan error, 2)
 	if msrv != nil {
-		go func() { errc <- msrv.ListenAndServe() }()
+		mln, err := net.Listen("tcp", c.MetricsAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("-metrics-addr: %w", err)
+		}
+		maddr = mln.Addr().String()
+		go func() { errc <- msrv.Serve(mln) }()
 	}
-	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("api listening", "addr", c.Addr, "metrics_addr", c.MetricsAddr, "redis", redisShown, "db", ledger.Redact(c.DB))
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("api listening", "addr", ln.Addr().String(), "metrics_addr", maddr, "redis", redisShown, "db", ledger.Redact(c.DB))
 	// Either listener failing (its address taken) ends the process; a
 	// shutdown ends both with ErrServerClosed.
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -123,9 +124,16 @@ func cmdServe(ctx context.Context, args []string) error {
 	if s.MetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		msrv := &http.Server{Addr: s.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		// A taken address is an operator's mistake to hear about at once,
+		// not a log line while jobs run unwatched.
+		mln, err := net.Listen("tcp", s.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("-metrics-addr: %w", err)
+		}
+		log.Info("metrics listening", "addr", mln.Addr().String())
 		go func() {
-			if err := msrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := msrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server", "err", err)
 			}
 		}()

@@ -189,8 +189,12 @@ func TestWorkerLiveness(t *testing.T) {
 		t.Errorf("GET /v1/workers without a key: %d, want 401", r.Status)
 	}
 
-	waddr := freeAddr(t)
-	s.startWorker("-heartbeat-interval", "500ms", "-name", "fleet-a", "-metrics-addr", waddr)
+	wp := s.startWorker("-heartbeat-interval", "500ms", "-name", "fleet-a", "-metrics-addr", "127.0.0.1:0")
+	var metrics struct {
+		Addr string `json:"addr"`
+	}
+	wp.waitLog(t, "metrics listening", &metrics)
+	waddr := metrics.Addr
 	waitFor(t, "/readyz 200 once the worker sends heartbeats", 5*time.Second, func() bool { return readyStatus() == 200 })
 	tree, err := filepath.EvalSymlinks(testenv.RootfsTree(t))
 	if err != nil {

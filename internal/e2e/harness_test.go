@@ -70,6 +70,31 @@ func (p *proc) output() string {
 	return p.out.String()
 }
 
+// waitLog waits for the process to log a JSON line whose msg is msg and
+// decodes that line into v; the process exiting first fails the test.
+func (p *proc) waitLog(t *testing.T, msg string, v any) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, line := range strings.Split(p.output(), "\n") {
+			var m struct {
+				Msg string `json:"msg"`
+			}
+			if json.Unmarshal([]byte(line), &m) == nil && m.Msg == msg {
+				if err := json.Unmarshal([]byte(line), v); err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				return
+			}
+		}
+		if p.cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no %q in the output of %s:\n%s", msg, p.cmd.Path, tailStr(p.output(), 4000))
+}
+
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
 	return startEnv(t, name, nil, args...)
@@ -249,15 +274,22 @@ func (s *stack) startReplica(extra ...string) *replica {
 
 func (s *stack) launchAPI(extra ...string) *replica {
 	s.t.Helper()
-	addr, maddr := freeAddr(s.t), freeAddr(s.t)
 	ra := s.redisFor["api"]
-	args := []string{"serve", "-addr", addr, "-metrics-addr", maddr}
+	// Port 0: the API binds what the kernel gives it and logs it. A port
+	// picked here and bound there could be taken in between (by an
+	// outgoing connection's ephemeral port, or picked twice).
+	args := []string{"serve", "-addr", "127.0.0.1:0", "-metrics-addr", "127.0.0.1:0"}
 	if s.dbEnv == nil {
 		args = append(args, "-db", s.db)
 	}
 	args = append(append(append(args, ra.args...), s.apiArgs...), extra...)
 	p := startEnv(s.t, "api", append(append([]string{}, ra.env...), s.dbEnv...), args...)
-	return &replica{api: p, base: "http://" + addr, metrics: "http://" + maddr + "/metrics"}
+	var bound struct {
+		Addr        string `json:"addr"`
+		MetricsAddr string `json:"metrics_addr"`
+	}
+	p.waitLog(s.t, "api listening", &bound)
+	return &replica{api: p, base: "http://" + bound.Addr, metrics: "http://" + bound.MetricsAddr + "/metrics"}
 }
 
 // waitReadyBut waits until /readyz answers with every check ok but the
