@@ -107,3 +107,73 @@ func TestKeysOnPostgres(t *testing.T) {
 		t.Errorf("keys list with the password in -db: got %v, want a refusal", err)
 	}
 }
+
+// deploy/ is what an operator installs on an API replica of several
+// (README, "Several hosts"): the drop-in's command line and environment,
+// with api.env and renderbox.env, must give the API the shared ledger, the
+// replica's address, the webhook key handed over as a credential and
+// Redis with the password handed over as a credential, and nothing on the
+// command line but the subcommand.
+func TestDeployReplicaSettings(t *testing.T) {
+	creds := t.TempDir() // systemd's %d
+	env := map[string]string{}
+	var execStart []string
+	readUnit := func(name string) {
+		b, err := os.ReadFile(filepath.Join("..", "..", "deploy", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "[") {
+				continue
+			}
+			k, v, _ := strings.Cut(line, "=")
+			switch k {
+			case "ExecStart":
+				execStart = strings.Fields(v) // the empty one resets, the last counts
+			case "Environment":
+				ek, ev, _ := strings.Cut(strings.ReplaceAll(v, "%d", creds), "=")
+				env[ek] = ev
+			case "EnvironmentFile", "LoadCredential":
+			default:
+				if strings.HasPrefix(k, "RENDERBOX_") { // an environment file's line
+					env[k] = v
+				}
+			}
+		}
+	}
+	readUnit("systemd/renderbox-api.service")
+	readUnit("renderbox.env")
+	readUnit("api.env")
+	readUnit("systemd/renderbox-api.service.d/replica.conf")
+	if len(execStart) != 2 || execStart[0] != "/usr/local/bin/renderbox-api" || execStart[1] != "serve" {
+		t.Fatalf("replica.conf's ExecStart = %q, want the bare serve (every setting from the environment)", execStart)
+	}
+	for _, k := range []string{"RENDERBOX_DB", "RENDERBOX_ADDR", "RENDERBOX_METRICS_ADDR", "RENDERBOX_REDIS", "RENDERBOX_WEBHOOK_SECRET_FILE", "RENDERBOX_DB_FILE", "RENDERBOX_REDIS_PASSWORD_FILE"} {
+		t.Setenv(k, env[k])
+	}
+	var c Config
+	fs := flag.NewFlagSet("api serve", flag.ContinueOnError)
+	c.bind(fs)
+	if err := fs.Parse(execStart[2:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.resolveDB(fs); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(c.DB, "postgres://renderbox:PASSWORD@") || c.Addr != "10.0.0.21:8080" || c.MetricsAddr != "10.0.0.21:9090" ||
+		c.WebhookSecretFile != filepath.Join(creds, "webhook.key") {
+		t.Errorf("settings from deploy/: db %q, addr %q, metrics %q, webhook key %q", c.DB, c.Addr, c.MetricsAddr, c.WebhookSecretFile)
+	}
+	if err := os.WriteFile(filepath.Join(creds, "redis.password"), []byte("from-the-credential\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ropts, shown, err := c.Redis.Options()
+	if err != nil || ropts.Addr != "10.0.0.10:6379" || ropts.Password != "from-the-credential" {
+		t.Errorf("Redis from deploy/: %q, %v; want 10.0.0.10:6379 with the credential's password", shown, err)
+	}
+}

@@ -103,7 +103,14 @@ func start(t *testing.T, name string, args ...string) *proc {
 // startEnv is start with env added to the test's environment.
 func startEnv(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(filepath.Join(bins, name), args...)}
+	return startCmd(t, name, env, exec.Command(filepath.Join(bins, name), args...))
+}
+
+// startCmd starts cmd, one of the test's binaries (name) however it is
+// run, and stops it (SIGTERM, then SIGKILL) when the test ends.
+func startCmd(t *testing.T, name string, env []string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd}
 	if env != nil {
 		p.cmd.Env = append(os.Environ(), env...)
 	}

@@ -11,6 +11,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -60,11 +61,15 @@ type loadJob struct {
 	wantCode  string
 
 	key, idem string
-	id        string
-	submitted time.Time   // first attempt to submit
-	accepted  time.Time   // when the API took it
-	final     jobJSON     // as last seen, terminal
-	refused   map[int]int // 429s and 503s before it was accepted, by status
+	// via and await are the replicas the job is submitted to and waited
+	// on (nil: runClients's client); callback is its callback_url.
+	via, await *client
+	callback   string
+	id         string
+	submitted  time.Time   // first attempt to submit
+	accepted   time.Time   // when the API took it
+	final      jobJSON     // as last seen, terminal
+	refused    map[int]int // 429s and 503s before it was accepted, by status
 }
 
 // mixedJob returns job n of the mix: mostly fast renderers, one in 25 a
@@ -135,7 +140,7 @@ func TestLoadMixedJobs(t *testing.T) {
 		t.FailNow() // the books below would only repeat the clients' errors
 	}
 
-	checkOutcomes(t, jobs)
+	checkOutcomes(t, jobs, 0)
 	checkRefusals(t, jobs)
 	checkListings(t, s.client, keys, jobs)
 	checkNothingLeft(t, s)
@@ -200,6 +205,10 @@ func submitLoad(c *client, hc *http.Client, j *loadJob) error {
 	if j.options != nil {
 		body["options"] = j.options
 	}
+	if j.callback != "" {
+		body["callback_url"] = j.callback
+	}
+	c = cmp.Or(j.via, c)
 	b, err := json.Marshal(body) // []byte marshals as base64
 	if err != nil {
 		return err
@@ -240,6 +249,7 @@ func submitLoad(c *client, hc *http.Client, j *loadJob) error {
 
 // awaitLoad long-polls j until it ends.
 func awaitLoad(c *client, hc *http.Client, j *loadJob) error {
+	c = cmp.Or(j.await, c)
 	deadline := time.Now().Add(endBound)
 	for {
 		if time.Now().After(deadline) {
@@ -263,9 +273,11 @@ func awaitLoad(c *client, hc *http.Client, j *loadJob) error {
 }
 
 // checkOutcomes checks that every job ended as its input deserves, after
-// one attempt: nothing here should make the worker retry.
-func checkOutcomes(t *testing.T, jobs []*loadJob) {
+// one attempt — but for at most retries jobs that may have taken two (a
+// killed worker's) — and returns how many took two.
+func checkOutcomes(t *testing.T, jobs []*loadJob, retries int) int {
 	t.Helper()
+	retried := 0
 	for _, j := range jobs {
 		f := j.final
 		code := ""
@@ -276,13 +288,19 @@ func checkOutcomes(t *testing.T, jobs []*loadJob) {
 			t.Errorf("job %d (%s, %s) = %s %q, want %s %q", j.n, j.renderer, j.id, f.State, code, j.wantState, j.wantCode)
 			continue
 		}
-		if f.Attempts != 1 {
+		if f.Attempts == 2 && retries > 0 {
+			retried++
+		} else if f.Attempts != 1 {
 			t.Errorf("job %d (%s, %s) took %d attempts, want 1", j.n, j.renderer, j.id, f.Attempts)
 		}
 		if f.State == "succeeded" && len(f.Outputs) == 0 {
 			t.Errorf("job %d (%s, %s) succeeded without outputs", j.n, j.renderer, j.id)
 		}
 	}
+	if retried > retries {
+		t.Errorf("%d jobs took two attempts, want at most %d", retried, retries)
+	}
+	return retried
 }
 
 // checkListings lists every key's jobs page by page: exactly the accepted

@@ -15,6 +15,7 @@ import (
 
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/samples"
+	"github.com/renderbox/renderbox/internal/testenv"
 )
 
 // awaitOn waits (?wait=60) on c for each job, in parallel, and returns
@@ -81,7 +82,12 @@ func listed(t *testing.T, c *client, key, query string) []jobJSON {
 // checks that none was given up.
 func eventsSettled(t *testing.T, s *stack) {
 	t.Helper()
-	rdb := redis.NewClient(s.redisSrv.Options())
+	eventsSettledIn(t, s.redisSrv)
+}
+
+func eventsSettledIn(t *testing.T, rs *testenv.RedisServer) {
+	t.Helper()
+	rdb := redis.NewClient(rs.Options())
 	defer rdb.Close()
 	q := queue.New(rdb, 0)
 	ctx := context.Background()

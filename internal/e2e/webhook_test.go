@@ -32,10 +32,13 @@ type hookDelivery struct {
 	body   []byte
 }
 
-func newHookReceiver(t *testing.T) *hookReceiver {
-	ln, err := net.Listen("tcp", "127.0.0.2:0")
+func newHookReceiver(t *testing.T) *hookReceiver { return newHookReceiverOn(t, "127.0.0.2") }
+
+// newHookReceiverOn is a receiver on host.
+func newHookReceiverOn(t *testing.T, host string) *hookReceiver {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		t.Fatalf("listening on 127.0.0.2: %v", err)
+		t.Fatalf("listening on %s: %v", host, err)
 	}
 	h := &hookReceiver{base: "http://" + ln.Addr().String(), got: map[string][]hookDelivery{}, statuses: map[string][]int{}}
 	srv := &http.Server{Handler: h}
@@ -64,6 +67,17 @@ func (h *hookReceiver) answer(path string, statuses ...int) string {
 	defer h.mu.Unlock()
 	h.statuses[path] = statuses
 	return h.base + path
+}
+
+// total is how many deliveries the receiver got, on every path.
+func (h *hookReceiver) total() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, d := range h.got {
+		n += len(d)
+	}
+	return n
 }
 
 func (h *hookReceiver) deliveries(path string) []hookDelivery {

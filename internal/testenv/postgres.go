@@ -46,7 +46,16 @@ type PostgresServer struct {
 // skips it) when Debian's postgresql package is missing.
 func StartPostgres(t testing.TB) *PostgresServer {
 	t.Helper()
-	p, err := NewPostgres()
+	return StartPostgresOn(t, "", "")
+}
+
+// StartPostgresOn is StartPostgres listening on host too (besides
+// loopback) and letting clients from network (a CIDR) in with the
+// password: a test's private network, whose hosts are other network
+// namespaces.
+func StartPostgresOn(t testing.TB, host, network string) *PostgresServer {
+	t.Helper()
+	p, err := newPostgres(host, network)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +89,9 @@ func PostgresBin() (string, error) {
 // PostgreSQL refuses to run as root, so when the tests run as root the
 // server runs as the postgres user Debian's package makes, in a directory
 // handed to that user.
-func NewPostgres() (*PostgresServer, error) {
+func NewPostgres() (*PostgresServer, error) { return newPostgres("", "") }
+
+func newPostgres(host, network string) (*PostgresServer, error) {
 	bin, err := PostgresBin()
 	if err != nil {
 		return nil, err
@@ -100,14 +111,14 @@ func NewPostgres() (*PostgresServer, error) {
 		return nil, err
 	}
 	p := &PostgresServer{dir: dir, done: make(chan struct{}), log: new(bytes.Buffer)}
-	if err := p.start(bin, cred); err != nil {
+	if err := p.start(bin, cred, host, network); err != nil {
 		p.Stop()
 		return nil, err
 	}
 	return p, nil
 }
 
-func (p *PostgresServer) start(bin string, cred *syscall.Credential) error {
+func (p *PostgresServer) start(bin string, cred *syscall.Credential, host, network string) error {
 	if cred != nil {
 		if err := os.Chown(p.dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			return err
@@ -133,6 +144,18 @@ func (p *PostgresServer) start(bin string, cred *syscall.Credential) error {
 		return fmt.Errorf("initdb: %v\n%s", err, out)
 	}
 	_ = os.Remove(pwfile)
+	listen := "127.0.0.1"
+	if host != "" {
+		listen += "," + host
+		hba, err := os.OpenFile(filepath.Join(data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(hba, "host all all %s scram-sha-256\n", network)
+		if err := errors.Join(err, hba.Close()); err != nil {
+			return err
+		}
+	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -143,7 +166,7 @@ func (p *PostgresServer) start(bin string, cred *syscall.Credential) error {
 	// Loopback TCP only, no Unix socket; durability off: a test's data
 	// dies with it, and fsync on two shared cores is most of the time.
 	p.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=",
+		"-c", "listen_addresses="+listen, "-c", "unix_socket_directories=",
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=200", "-c", "shared_buffers=32MB")
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}

@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -187,6 +188,9 @@ type RedisConfig struct {
 	// for 127.0.0.1 and localhost, signed by a CA made for the test
 	// (CAFile).
 	TLS bool
+	// Host is the one address Redis binds, and Addr's host. Default
+	// 127.0.0.1; a test's private network gives its bridge's address.
+	Host string
 }
 
 // RedisServer is a private redis-server that a test can stop and start
@@ -219,17 +223,18 @@ func StartRedis(t testing.TB, cfg RedisConfig) *RedisServer {
 	if err != nil {
 		t.Fatalf("redis-server is missing; install it with: apt-get install -y redis-server (or: make setup)")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	host := cmp.Or(cfg.Host, "127.0.0.1")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	r := &RedisServer{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: t.TempDir(), Password: cfg.Password, t: t, bin: bin}
+	r := &RedisServer{Addr: net.JoinHostPort(host, strconv.Itoa(port)), Dir: t.TempDir(), Password: cfg.Password, t: t, bin: bin}
 	if cfg.MaxMemory == "" {
 		cfg.MaxMemory = "256mb"
 	}
-	r.args = []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", r.Dir, "--save", "",
+	r.args = []string{"--port", strconv.Itoa(port), "--bind", host, "--dir", r.Dir, "--save", "",
 		"--maxmemory", cfg.MaxMemory, "--maxmemory-policy", "noeviction", "--protected-mode", "yes", "--appendonly", "no"}
 	if cfg.Persist {
 		if cfg.Fsync == "" {
@@ -243,7 +248,7 @@ func StartRedis(t testing.TB, cfg RedisConfig) *RedisServer {
 		r.conf = "requirepass " + strconv.Quote(cfg.Password) + "\n"
 	}
 	if cfg.TLS {
-		ca, cert, key := TLSFiles(t, r.Dir, "127.0.0.1", "localhost")
+		ca, cert, key := TLSFiles(t, r.Dir, host, "localhost")
 		r.CAFile = ca
 		r.args = append(r.args, "--port", "0", "--tls-port", strconv.Itoa(port), "--tls-cert-file", cert,
 			"--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no")
@@ -337,9 +342,14 @@ func (r *RedisServer) Options() *redis.Options {
 		}
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM(pem)
-		o.TLSConfig = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+		o.TLSConfig = &tls.Config{RootCAs: pool, ServerName: r.host(), MinVersion: tls.VersionTLS12}
 	}
 	return o
+}
+
+func (r *RedisServer) host() string {
+	h, _, _ := net.SplitHostPort(r.Addr)
+	return h
 }
 
 // pong reports whether the server answers PING (not, say, LOADING).
