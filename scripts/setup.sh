@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what renderbox needs on a fresh Debian bookworm machine, as root,
 # idempotently: Debian packages (mmdebstrap, redis-server, poppler-utils,
-# postgresql, iproute2), a static runsc at the pinned version, and the renderer rootfs.
+# postgresql, iproute2), promtool, a static runsc at the pinned version, and
+# the renderer rootfs.
 #   scripts/setup.sh            everything
 #   scripts/setup.sh --no-rootfs  skip the rootfs build
 set -euo pipefail
@@ -35,6 +36,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# promtool checks and unit-tests deploy/prometheus's alert rules in the
+# tests. It comes from Debian's prometheus package, unpacked rather than
+# installed: the package would start a Prometheus server on port 9090,
+# the API's metrics port.
+if ! command -v promtool >/dev/null; then
+  echo "setup: installing promtool (from Debian's prometheus package)"
+  tmp=$(mktemp -d) && chmod 755 "$tmp"
+  (cd "$tmp" && { apt-get download prometheus 2>/dev/null || { apt-get update -qq && apt-get download prometheus; }; } &&
+    dpkg-deb -x prometheus_*.deb x) || die "could not fetch Debian's prometheus package for promtool"
+  install -m 0755 "$tmp/x/usr/bin/promtool" /usr/local/bin/promtool
+  rm -rf "$tmp"
 fi
 if [ -n "${fresh_postgresql:-}" ] && command -v pg_lsclusters >/dev/null; then
   pg_lsclusters -h | while read -r version cluster _ status _; do

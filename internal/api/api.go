@@ -144,7 +144,7 @@ func (s *Server) init() {
 		s.waitPoll = time.Second
 	}
 	s.limiters = newLimiters(s.Limits.RatePerSecond, s.Limits.Burst)
-	s.metrics = newMetrics(s.Registry, s.Queue, s.WorkerHeartbeatTimeout)
+	s.metrics = newMetrics(s.Registry, s.Queue, s.Ledger, s.WorkerHeartbeatTimeout)
 	s.inFlight = newInFlight(s.HTTP)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 )
 
@@ -27,7 +28,7 @@ type metrics struct {
 	deadLettered *prometheus.CounterVec
 }
 
-func newMetrics(reg *prometheus.Registry, q *queue.Queue, heartbeatTimeout time.Duration) *metrics {
+func newMetrics(reg *prometheus.Registry, q *queue.Queue, store ledger.Store, heartbeatTimeout time.Duration) *metrics {
 	m := &metrics{
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "renderbox_http_request_seconds", Help: "HTTP requests by route and status.",
@@ -58,20 +59,45 @@ func newMetrics(reg *prometheus.Registry, q *queue.Queue, heartbeatTimeout time.
 				func(ctx context.Context) (int, error) { return q.EventsPending(ctx, eventGroup) }),
 			redisGauge("renderbox_events_dead_letter", "Result events in the dead-letter stream (renderbox:events:dead): results NOT in the ledger.", q.DeadLetters))
 	}
+	if store != nil {
+		// Read from the shared ledger: every replica shows the same.
+		reg.MustRegister(
+			probeGauge("renderbox_queue_oldest_seconds", "Age of the oldest job still queued, 0 when none is.", "the ledger",
+				func(ctx context.Context) (float64, error) {
+					b, err := store.Backlog(ctx)
+					if err != nil || b.OldestQueued.IsZero() {
+						return 0, err
+					}
+					return max(0, time.Since(b.OldestQueued).Seconds()), nil
+				}),
+			probeGauge("renderbox_webhooks_pending", "Webhooks waiting for a delivery attempt, due now or retrying later.", "the ledger",
+				func(ctx context.Context) (float64, error) {
+					b, err := store.Backlog(ctx)
+					return float64(b.WebhooksPending), err
+				}))
+	}
 	return m
 }
 
-// redisGauge is a gauge read from Redis at each scrape; -1 when Redis does
-// not answer within a second.
+// redisGauge is a gauge read from Redis at each scrape.
 func redisGauge(name, help string, read func(context.Context) (int, error)) prometheus.GaugeFunc {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help + " -1 when Redis does not answer."}, func() float64 {
+	return probeGauge(name, help, "Redis", func(ctx context.Context) (float64, error) {
+		n, err := read(ctx)
+		return float64(n), err
+	})
+}
+
+// probeGauge is a gauge read from source at each scrape; -1 when it does
+// not answer within a second.
+func probeGauge(name, help, source string, read func(context.Context) (float64, error)) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help + " -1 when " + source + " does not answer."}, func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		n, err := read(ctx)
+		v, err := read(ctx)
 		if err != nil {
 			return -1
 		}
-		return float64(n)
+		return v
 	})
 }
 

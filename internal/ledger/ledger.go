@@ -39,6 +39,16 @@ var (
 	ErrInvalid = errors.New("invalid argument")
 )
 
+// Backlog is what waits in the ledger.
+type Backlog struct {
+	// OldestQueued is when the oldest job still queued was accepted;
+	// zero when none is.
+	OldestQueued time.Time
+	// WebhooksPending is how many webhooks wait for a delivery attempt
+	// (due now or retrying later).
+	WebhooksPending int
+}
+
 // Store is the ledger's interface. Every method is safe for concurrent use.
 type Store interface {
 	// CreateKey makes a new API key named name and returns its secret,
@@ -85,6 +95,10 @@ type Store interface {
 	// false, changing nothing, when the claim is stale (the lease ran out
 	// and another attempt began) or the webhook is no longer pending.
 	RecordWebhook(ctx context.Context, jobID string, a WebhookAttempt) (bool, error)
+
+	// Backlog says what waits: the oldest queued job and the webhooks
+	// not yet delivered or given up (for the operator's metrics).
+	Backlog(ctx context.Context) (Backlog, error)
 
 	// Ping checks that the store answers (for /readyz).
 	Ping(ctx context.Context) error

@@ -54,6 +54,21 @@ const (
 	foreignKeyViolation
 )
 
+// Backlog reads the oldest queued job's acceptance and counts the pending
+// webhooks, each through an index (jobs_state_created, webhooks_due).
+func (s *sqlStore) Backlog(ctx context.Context) (Backlog, error) {
+	var b Backlog
+	var oldest sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, `SELECT MIN(created_at) FROM jobs WHERE state = 'queued'`).Scan(&oldest); err != nil {
+		return b, fmt.Errorf("ledger backlog: %w", err)
+	}
+	b.OldestQueued = fromNullNanos(oldest)
+	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhooks WHERE state = 'pending'`).Scan(&b.WebhooksPending); err != nil {
+		return b, fmt.Errorf("ledger backlog: %w", err)
+	}
+	return b, nil
+}
+
 // Ping checks that the store answers.
 func (s *sqlStore) Ping(ctx context.Context) error {
 	if err := s.w.PingContext(ctx); err != nil {

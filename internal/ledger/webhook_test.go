@@ -201,3 +201,46 @@ func checkClaimedOnce(t *testing.T, claims []claimed, n int) {
 		}
 	}
 }
+
+// The backlog is the oldest job still queued (not one running or ended)
+// and the webhooks waiting for an attempt (not delivered ones).
+func TestBacklog(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s ledger.Store, dsn string) {
+		ctx := context.Background()
+		if b, err := s.Backlog(ctx); err != nil || !b.OldestQueued.IsZero() || b.WebhooksPending != 0 {
+			t.Fatalf("empty ledger's backlog = %+v, %v; want none", b, err)
+		}
+		_, k := newKey(t, s, "backlog")
+		first := newJob(t, s, ledger.Job{Owner: k.ID, CallbackURL: "https://hooks.example.com/1"})
+		second := newJob(t, s, ledger.Job{Owner: k.ID, CallbackURL: "https://hooks.example.com/2"})
+		third := newJob(t, s, ledger.Job{Owner: k.ID})
+		b, err := s.Backlog(ctx)
+		if err != nil || !b.OldestQueued.Equal(first.CreatedAt) || b.WebhooksPending != 0 {
+			t.Fatalf("backlog = %+v, %v; want the first job's %v and no webhook", b, err, first.CreatedAt)
+		}
+		// The first runs, the second ends: the oldest queued is the third.
+		if _, err := s.MarkRunning(ctx, first.ID, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Finish(ctx, second.ID, ledger.FinishOptions{State: ledger.StateSucceeded, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if b, err = s.Backlog(ctx); err != nil || !b.OldestQueued.Equal(third.CreatedAt) || b.WebhooksPending != 1 {
+			t.Fatalf("backlog = %+v, %v; want the third job's %v and one webhook", b, err, third.CreatedAt)
+		}
+		claims, err := s.ClaimWebhooks(ctx, time.Now(), time.Minute, 10)
+		if err != nil || len(claims) != 1 {
+			t.Fatalf("claims = %v, %v", claims, err)
+		}
+		if ok, err := s.RecordWebhook(ctx, second.ID, ledger.WebhookAttempt{Attempt: claims[0].Attempts, Delivered: true, Status: 204}); !ok || err != nil {
+			t.Fatalf("RecordWebhook: %v %v", ok, err)
+		}
+		if _, err := s.Finish(ctx, third.ID, ledger.FinishOptions{State: ledger.StateFailed, ErrorCode: "internal", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if b, err = s.Backlog(ctx); err != nil || !b.OldestQueued.IsZero() || b.WebhooksPending != 0 {
+			t.Fatalf("backlog = %+v, %v; want none queued and no webhook pending", b, err)
+		}
+	})
+}
