@@ -40,6 +40,10 @@ submit markdown-html examples/notes.md '{"smart": true}' >/dev/null
 fetch markdown-html
 submit dot-svg examples/pipeline.dot '{"layout": "dot"}' >/dev/null
 fetch dot-svg
+# The same through the command-line client (cmd/renderbox, on package
+# client): submit, a progress line, download with the digests checked.
+echo "== renderbox render -r markdown-pdf examples/notes.md"
+RENDERBOX_SERVER="http://$addr" RENDERBOX_KEY="$key" bin/renderbox render -r markdown-pdf -o "$out/cli" examples/notes.md
 
 echo
 echo "outputs (via http://$addr):"

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	for _, name := range []string{"api", "worker"} {
+	for _, name := range []string{"api", "worker", "renderbox"} {
 		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/renderbox/renderbox/cmd/"+name).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", name, err, out)
