@@ -1,8 +1,10 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,14 +51,52 @@ type Output struct {
 
 // Publish appends ev to the event stream.
 func (q *Queue) Publish(ctx context.Context, ev Event) error {
-	b, err := json.Marshal(ev)
+	args, err := eventArgs(ev)
 	if err != nil {
 		return err
 	}
-	return q.rdb.XAdd(ctx, &redis.XAddArgs{
-		Stream: EventStream, MaxLen: 100_000, Approx: true,
-		Values: map[string]any{"event": b},
-	}).Err()
+	return q.rdb.XAdd(ctx, args).Err()
+}
+
+func eventArgs(ev Event) (*redis.XAddArgs, error) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	return &redis.XAddArgs{Stream: EventStream, MaxLen: 100_000, Approx: true, Values: map[string]any{"event": b}}, nil
+}
+
+// doneKey marks a job whose terminal event a worker published.
+func doneKey(job string) string { return prefix + "done:" + job }
+
+// PublishEnd appends a job's terminal event to the stream and, in the same
+// transaction, marks the job done for ttl (the job's retention; the
+// queue's when 0). A worker that dies after this and before asynq hears
+// the task is done has its task handed out again; Ended tells the next
+// worker the job already ended, so it is not run a second time.
+func (q *Queue) PublishEnd(ctx context.Context, ev Event, ttl time.Duration) error {
+	args, err := eventArgs(ev)
+	if err != nil {
+		return err
+	}
+	if ttl <= 0 {
+		ttl = cmp.Or(q.Retention, 24*time.Hour)
+	}
+	_, err = q.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.Set(ctx, doneKey(ev.JobID), ev.State, ttl)
+		pipe.XAdd(ctx, args)
+		return nil
+	})
+	return err
+}
+
+// Ended returns the terminal state a worker published for job, "" if none.
+func (q *Queue) Ended(ctx context.Context, job string) (string, error) {
+	s, err := q.rdb.Get(ctx, doneKey(job)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return s, err
 }
 
 // EndedChannel carries the id of every job whose terminal event an API

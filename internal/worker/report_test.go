@@ -49,7 +49,7 @@ func TestRefusedOutputsAreNotStored(t *testing.T) {
 	if !errors.Is(err, asynq.SkipRetry) {
 		t.Errorf("report = %v, want a failure that is not retried", err)
 	}
-	if keys, _ := rdb.Keys(ctx, "*job-refused*").Result(); len(keys) != 0 {
+	if keys := jobKeys(t, rdb, "job-refused"); len(keys) != 0 {
 		t.Errorf("stored for the refused job: %v", keys)
 	}
 	msgs, err := rdb.XRange(ctx, queue.EventStream, "-", "+").Result()
@@ -93,7 +93,7 @@ func TestOutputNameRenamesAcceptedOutputs(t *testing.T) {
 		for _, o := range tc.want {
 			keys = append(keys, queue.OutputKey(p.JobID, o))
 		}
-		if got, _ := rdb.Keys(ctx, "*job-named*").Result(); len(got) != len(keys) || len(keys) > 0 && !reflect.DeepEqual(sorted(got), keys) {
+		if got := jobKeys(t, rdb, "job-named"); len(got) != len(keys) || len(keys) > 0 && !reflect.DeepEqual(sorted(got), keys) {
 			t.Errorf("output_name %q: stored %v, want %v", tc.name, got, keys)
 		}
 		msgs, _ := rdb.XRange(ctx, queue.EventStream, "-", "+").Result()
@@ -108,6 +108,44 @@ func TestOutputNameRenamesAcceptedOutputs(t *testing.T) {
 		if ev.State != tc.state || !reflect.DeepEqual(names, tc.want) || tc.state == "failed" && ev.ErrorCode != "internal" {
 			t.Errorf("output_name %q: event %s %s with outputs %v, want %s with %v", tc.name, ev.State, ev.ErrorCode, names, tc.state, tc.want)
 		}
+	}
+}
+
+// jobKeys are the Redis keys of job but its done marker, which every
+// terminal event sets.
+func jobKeys(t *testing.T, rdb *redis.Client, job string) []string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*"+job+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state, err := queue.New(rdb, 0).Ended(ctx, job); err != nil || state == "" {
+		t.Errorf("job %s has no done marker after its terminal event (%v)", job, err)
+	}
+	return slices.DeleteFunc(keys, func(k string) bool { return strings.HasPrefix(k, "renderbox:done:") })
+}
+
+// A task handed out again after its job ended (the worker that ended it
+// died before asynq heard) is acknowledged without running: no running
+// event, no sandbox, the first result stands.
+func TestEndedJobIsNotRunAgain(t *testing.T) {
+	h, rdb, _ := reportHandler(t, "svg-png")
+	ctx := context.Background()
+	p := queue.Payload{JobID: "job-ended", Renderer: "svg-png", Retention: time.Hour}
+	if err := h.Queue.PublishEnd(ctx, queue.Event{JobID: p.JobID, State: "succeeded"}, p.Retention); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, err := rdb.TTL(ctx, "renderbox:done:job-ended").Result(); err != nil || ttl <= 0 || ttl > time.Hour {
+		t.Errorf("done marker TTL %v (%v), want the job's retention", ttl, err)
+	}
+	b, _ := json.Marshal(p)
+	// No sandbox manager: running the job would panic.
+	if err := h.ProcessTask(ctx, asynq.NewTask(queue.TypeRender, b)); err != nil {
+		t.Fatalf("ProcessTask = %v, want the task acknowledged", err)
+	}
+	if msgs, _ := rdb.XRange(ctx, queue.EventStream, "-", "+").Result(); len(msgs) != 1 {
+		t.Errorf("%d events, want the first result only", len(msgs))
 	}
 }
 

@@ -93,6 +93,20 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	defer cancel(nil)
 	defer h.track(p.JobID, cancel)()
 
+	// A job that already ended is not run again: its task comes back when
+	// the worker that ended it died before asynq heard (kill -9 between
+	// the result and the acknowledgement). Its result is in the stream.
+	var ended string
+	if err := h.withRedis(ctx, log, "checking whether the job ended", func(c context.Context) (err error) {
+		ended, err = h.Queue.Ended(c, p.JobID)
+		return err
+	}); err != nil {
+		return err
+	}
+	if ended != "" {
+		log.Warn("the job already ended on an earlier delivery of its task; not running it again", "state", ended)
+		return nil
+	}
 	// A job canceled while queued never runs, even if its task survived.
 	var canceled bool
 	if err := h.withRedis(ctx, log, "checking the cancel marker", func(c context.Context) (err error) {
@@ -274,7 +288,7 @@ func (h *Handler) storeOutputs(ctx context.Context, job string, retention time.D
 func (h *Handler) finish(ctx context.Context, log *slog.Logger, p queue.Payload, ev queue.Event) error {
 	ev.JobID, ev.At, ev.Worker, ev.RootfsDigest = p.JobID, time.Now(), h.Name, h.RootfsDigest
 	if err := h.withRedis(ctx, log, "reporting the job's result", func(c context.Context) error {
-		return h.Queue.Publish(c, ev)
+		return h.Queue.PublishEnd(c, ev, p.Retention)
 	}); err != nil {
 		log.Error("reporting the job's result", "state", ev.State, "err", err)
 		return err
