@@ -188,6 +188,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	grace := time.AfterFunc(max(0, s.ShutdownTimeout-500*time.Millisecond), stopJobs)
 	defer grace.Stop()
 	srv.Shutdown()
+	h.GiveBack()
 	closePool()
 	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer rcancel()

@@ -68,6 +68,9 @@ func (s *Server) apply(ctx context.Context, ev queue.Event) error {
 	switch ev.State {
 	case "running":
 		_, err = s.Ledger.MarkRunning(ctx, ev.JobID, ev.At)
+	case "queued":
+		// A draining worker gave the attempt back to the queue.
+		_, err = s.Ledger.MarkQueued(ctx, ev.JobID, ev.At)
 	case "succeeded", "failed", "canceled":
 		terminal = true
 		var outs []ledger.Output

@@ -78,6 +78,12 @@ type Store interface {
 	// reports false, changing nothing, when the job is already terminal
 	// or this start (the same at) is already recorded.
 	MarkRunning(ctx context.Context, id string, at time.Time) (bool, error)
+	// MarkQueued records that the attempt that started at or before at was
+	// given back to the queue (its worker drained) and the job waits for
+	// another. It reports false, changing nothing, unless the job is
+	// running an attempt that started no later than at: a later attempt
+	// already recorded, or an end, stands.
+	MarkQueued(ctx context.Context, id string, at time.Time) (bool, error)
 	// Finish moves a job that is not yet terminal to a terminal state. It
 	// reports false, changing nothing, when the job is already terminal.
 	Finish(ctx context.Context, id string, opts FinishOptions) (bool, error)

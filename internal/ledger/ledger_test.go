@@ -957,3 +957,53 @@ func TestDiffers(t *testing.T) {
 		}
 	}
 }
+
+// A drained worker gives its attempt back: the job is queued again, unless
+// a later attempt or an end is already recorded; the given-back attempt's
+// start, delivered again, does not count twice.
+func TestMarkQueued(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s ledger.Store, dsn string) {
+		ctx := context.Background()
+		_, k := newKey(t, s, "drain")
+		j := newJob(t, s, ledger.Job{Owner: k.ID})
+		t1 := time.Now().UTC().Truncate(time.Microsecond)
+		state := func() ledger.Job {
+			got, err := s.GetJob(ctx, k.ID, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		if ok, err := s.MarkQueued(ctx, j.ID, t1); ok || err != nil {
+			t.Errorf("MarkQueued of a job never started: %v %v, want false", ok, err)
+		}
+		if ok, err := s.MarkRunning(ctx, j.ID, t1); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if ok, err := s.MarkQueued(ctx, j.ID, t1.Add(-time.Second)); ok || err != nil || state().State != ledger.StateRunning {
+			t.Errorf("a give-back older than the recorded start: %v %v, state %s; want false, running", ok, err, state().State)
+		}
+		if ok, err := s.MarkQueued(ctx, j.ID, t1.Add(time.Second)); !ok || err != nil {
+			t.Fatalf("MarkQueued: %v %v", ok, err)
+		}
+		if got := state(); got.State != ledger.StateQueued || got.Attempts != 1 || !got.StartedAt.Equal(t1) {
+			t.Errorf("after the give-back: %s, %d attempts, started %v; want queued, 1, %v", got.State, got.Attempts, got.StartedAt, t1)
+		}
+		if ok, err := s.MarkRunning(ctx, j.ID, t1); ok || err != nil || state().State != ledger.StateQueued {
+			t.Errorf("the given-back start again: %v %v, state %s; want false, queued", ok, err, state().State)
+		}
+		if ok, err := s.MarkRunning(ctx, j.ID, t1.Add(2*time.Second)); !ok || err != nil || state().Attempts != 2 {
+			t.Errorf("the next attempt: %v %v, %d attempts; want true, 2", ok, err, state().Attempts)
+		}
+		if _, err := s.Finish(ctx, j.ID, ledger.FinishOptions{State: ledger.StateSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.MarkQueued(ctx, j.ID, time.Now().Add(time.Minute)); ok || err != nil || state().State != ledger.StateSucceeded {
+			t.Errorf("MarkQueued after the end: %v %v, state %s", ok, err, state().State)
+		}
+		if _, err := s.MarkQueued(ctx, "job_none", time.Now()); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("an unknown job: %v, want ErrNotFound", err)
+		}
+	})
+}

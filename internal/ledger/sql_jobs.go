@@ -213,12 +213,19 @@ func (s *sqlStore) MarkRunning(ctx context.Context, id string, at time.Time) (bo
 	if at.IsZero() {
 		at = now()
 	}
+	return s.transition(ctx, id, "running",
+		"UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = $1 WHERE id = $2 AND state IN "+live+
+			" AND (started_at IS NULL OR started_at <> $1)",
+		toNanos(at), id)
+}
+
+// transition runs update, a guarded UPDATE of job id's row, and reports
+// whether it moved the job (to state); false, nil when the guard held it,
+// ErrNotFound when there is no such job.
+func (s *sqlStore) transition(ctx context.Context, id, state, update string, args ...any) (bool, error) {
 	var moved bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
-			"UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = $1 WHERE id = $2 AND state IN "+live+
-				" AND (started_at IS NULL OR started_at <> $1)",
-			toNanos(at), id)
+		res, err := tx.ExecContext(ctx, update, args...)
 		if err != nil {
 			return err
 		}
@@ -226,9 +233,18 @@ func (s *sqlStore) MarkRunning(ctx context.Context, id string, at time.Time) (bo
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("mark job %s running: %w", id, err)
+		return false, fmt.Errorf("mark job %s %s: %w", id, state, err)
 	}
 	return moved, nil
+}
+
+// MarkQueued moves job id from running back to queued when its recorded
+// attempt started no later than at. StartedAt stays (the attempt that was
+// given back), so that its running event, delivered again, is still
+// recognised as recorded by MarkRunning.
+func (s *sqlStore) MarkQueued(ctx context.Context, id string, at time.Time) (bool, error) {
+	return s.transition(ctx, id, "queued",
+		"UPDATE jobs SET state = 'queued' WHERE id = $1 AND state = 'running' AND started_at <= $2", id, toNanos(at))
 }
 
 // Finish moves job id from queued or running to opts.State. Only the first

@@ -14,7 +14,7 @@ import (
 // by the API.
 type Event struct {
 	JobID        string    `json:"job_id"`
-	State        string    `json:"state"` // running, succeeded, failed, canceled
+	State        string    `json:"state"` // running, queued (given back by a draining worker), succeeded, failed, canceled
 	ErrorCode    string    `json:"error_code,omitempty"`
 	ErrorMessage string    `json:"error_message,omitempty"`
 	Outputs      []Output  `json:"outputs,omitempty"`

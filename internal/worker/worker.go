@@ -82,6 +82,33 @@ func (h *Handler) track(job string, cancel context.CancelCauseFunc) func() {
 	}
 }
 
+// GiveBack reports every job still running here as queued again: call it
+// once asynq's shutdown has returned, which requeues the tasks whose
+// handlers outlived -shutdown-timeout.
+func (h *Handler) GiveBack() {
+	h.mu.Lock()
+	jobs := make([]string, 0, len(h.running))
+	for job := range h.running {
+		jobs = append(jobs, job)
+	}
+	h.mu.Unlock()
+	for _, job := range jobs {
+		h.givenBack(h.Logger.With("job_id", job), job)
+	}
+}
+
+// givenBack says that job's attempt went back to the queue, so that the
+// job shows queued now rather than running until another worker takes
+// it. The job's context is done: a short one of its own; a failure only
+// delays the news.
+func (h *Handler) givenBack(log *slog.Logger, job string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := h.Queue.Publish(ctx, queue.Event{JobID: job, State: "queued", At: time.Now(), Worker: h.Name, RootfsDigest: h.RootfsDigest}); err != nil {
+		log.Warn("reporting the job queued again", "err", err)
+	}
+}
+
 // ProcessTask implements asynq.Handler.
 func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var p queue.Payload
@@ -197,6 +224,7 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload,
 		// The worker is shutting down: asynq requeues the task, and this
 		// interruption does not count as one of its retries.
 		log.Warn("job interrupted by shutdown; it will run again", "err", runErr)
+		h.givenBack(log, p.JobID)
 		return fmt.Errorf("%w: %v", ErrShutdown, runErr)
 	case outcome.Retryable() && !lastAttempt(ctx):
 		log.Warn("sandbox failure; retrying", "err", runErr)
