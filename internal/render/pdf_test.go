@@ -186,6 +186,28 @@ func TestPDFSplit(t *testing.T) {
 	}
 }
 
+// qpdf names the parts by their pages, zero-padded; the host publishes
+// them by their first page, renamed in sequence, output_name included.
+func TestPDFSplitPartsArePublishedInPageOrder(t *testing.T) {
+	t.Parallel()
+	r, _ := render.Lookup("pdf-split")
+	first, second, third := samples.PDF("first", 1), samples.PDF("second", 1), samples.PDF("third", 1)
+	outs, err := r.AcceptOutputs([]wire.File{
+		{Name: "split-100-120.pdf", Data: third}, {Name: "split-9.pdf", Data: first}, {Name: "split-010-099.pdf", Data: second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err = r.NameOutputs(outs, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][]byte{first, second, third} {
+		if name := fmt.Sprintf("report-%d.pdf", i+1); outs[i].Name != name || !bytes.Equal(outs[i].Data, want) {
+			t.Errorf("output %d is %s, want %s with the part's bytes", i, outs[i].Name, name)
+		}
+	}
+}
+
 func TestPDFPages(t *testing.T) {
 	t.Parallel()
 	m := testenv.Manager(t, sandbox.Config{})
