@@ -159,6 +159,43 @@ func pagesSteps(in inputFile, v Values) ([]wire.Step, error) {
 // information entries they set.
 var infoKeys = []struct{ option, key string }{
 	{"title", "Title"}, {"author", "Author"}, {"subject", "Subject"}, {"keywords", "Keywords"},
+	{"creation_date", "CreationDate"}, {"mod_date", "ModDate"},
+}
+
+// dateLayouts are the forms a date option takes: RFC 3339, with or
+// without seconds, or a day.
+var dateLayouts = []string{time.RFC3339, "2006-01-02T15:04Z07:00", "2006-01-02"}
+
+func parseDate(s string) (time.Time, string, error) {
+	for _, l := range dateLayouts {
+		if t, err := time.Parse(l, s); err == nil {
+			return t, l, nil
+		}
+	}
+	return time.Time{}, "", fmt.Errorf("%s is not a date as 2026-12-03 or 2026-12-03T13:30:00Z (or +01:00)", quoteShort(s))
+}
+
+// dateOpt is a date to write, checked and turned into a PDF date (PDF 1.7,
+// 7.9.4) as it is accepted.
+func dateOpt(name, desc string) Option {
+	o := patternOpt(name, desc+" As 2026-12-03, or 2026-12-03T13:30:00Z with a Z or an offset such as +01:00.",
+		`[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2})?(Z|[+-][0-9]{2}:[0-9]{2}))?`)
+	o.more = func(s string) error { _, _, err := parseDate(s); return err }
+	return o
+}
+
+// pdfDate writes an accepted date option as a PDF date: D:YYYYMMDD, or
+// D:YYYYMMDDHHmmSS and Z or the offset as +HH'mm'.
+func pdfDate(s string) string {
+	t, layout, _ := parseDate(s)
+	if layout == "2006-01-02" {
+		return t.Format("D:20060102")
+	}
+	if _, off := t.Zone(); off == 0 {
+		return t.Format("D:20060102150405Z")
+	}
+	z := t.Format("-0700")
+	return t.Format("D:20060102150405") + z[:3] + "'" + z[3:] + "'"
 }
 
 // metadataSteps read the document's information with qpdf --json and the
@@ -169,7 +206,11 @@ func metadataSteps(in inputFile, v Values) ([]wire.Step, error) {
 	steps := []wire.Step{{Argv: qpdfArgv("--json=2", "--json-key=qpdf", "--json-key=pages", "--json-key=encrypt", in.Path), Stdout: qjson}}
 	set := map[string]string{}
 	for _, k := range infoKeys {
-		if v.Has(k.option) {
+		switch {
+		case !v.Has(k.option):
+		case strings.HasSuffix(k.option, "_date"):
+			set[k.key] = pdfDate(v.String(k.option))
+		default:
 			set[k.key] = v.String(k.option)
 		}
 	}
@@ -270,12 +311,14 @@ func pdfRenderers() []*Renderer {
 			patternOpt("rotate_pages", "The pages to turn, numbered as in the output, e.g. \"1,3-4\"; all when absent.", pageRangesPattern),
 		}, pagesSteps)
 	metadata := pdfRenderer("pdf-metadata",
-		"Read a PDF's document information with qpdf as JSON (title, author, subject, keywords, creator, producer, creation_date, mod_date, pages, encrypted), or, given any of title, author, subject and keywords, write them. Output: metadata.json when reading, output.pdf when writing.",
+		"Read a PDF's document information with qpdf as JSON (title, author, subject, keywords, creator, producer, creation_date and mod_date as the document writes them, pages, encrypted), or, given any of title, author, subject, keywords, creation_date and mod_date, write them. Output: metadata.json when reading, output.pdf when writing.",
 		[]Option{
 			textOpt("title", "Set the title.", 1000),
 			textOpt("author", "Set the author.", 1000),
 			textOpt("subject", "Set the subject.", 1000),
 			textOpt("keywords", "Set the keywords.", 1000),
+			dateOpt("creation_date", "Set the creation date."),
+			dateOpt("mod_date", "Set the modification date."),
 		}, metadataSteps)
 	metadata.Output = TypeJSON
 	protect := pdfRenderer("pdf-protect",

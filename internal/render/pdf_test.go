@@ -255,17 +255,28 @@ func TestPDFMetadata(t *testing.T) {
 	if meta["pages"] != 3.0 || meta["encrypted"] != false || meta["title"] != nil {
 		t.Errorf("metadata of a plain PDF: %v, want 3 pages, not encrypted, no title", meta)
 	}
-	set := map[string]any{"title": "Rapport annuel — 漢字 (draft) \\ 2026", "author": "-Ada @Lovelace", "subject": "Quarterly", "keywords": "one, two"}
+	set := map[string]any{"title": "Rapport annuel — 漢字 (draft) \\ 2026", "author": "-Ada @Lovelace", "subject": "Quarterly", "keywords": "one, two",
+		"creation_date": "2026-12-03T13:30:00+05:30", "mod_date": "2026-12-04"}
 	out, _ := renderOK(t, m, "pdf-metadata", input, set)
 	written := out["output.pdf"]
 	meta = pdfMetadata(t, m, written)
+	readBack := map[string]any{"creation_date": "D:20261203133000+05'30'", "mod_date": "D:20261204"}
 	for k, v := range set {
+		if want, ok := readBack[k]; ok {
+			v = want
+		}
 		if meta[k] != v {
 			t.Errorf("%s read back %q, want %q", k, meta[k], v)
 		}
 	}
 	if info := pdfInfo(t, m, written); info["Title"] != set["title"] || info["Author"] != set["author"] || info["Pages"] != "3" {
 		t.Errorf("pdfinfo: title %q, author %q, pages %q", info["Title"], info["Author"], info["Pages"])
+	}
+	r, _ := render.Lookup("pdf-metadata")
+	for _, opts := range []map[string]any{{"mod_date": "2026-13-01"}, {"creation_date": "2026-12-03T25:00Z"}, {"mod_date": "yesterday"}} {
+		if _, err := r.Prepare(input, opts, render.LimitRequest{}); !errors.Is(err, render.ErrInvalidOptions) {
+			t.Errorf("%v: %v, want %v", opts, err, render.ErrInvalidOptions)
+		}
 	}
 	// Writing again changes what is given and keeps the rest.
 	out, _ = renderOK(t, m, "pdf-metadata", written, map[string]any{"title": "Second"})

@@ -6,7 +6,8 @@ Usage: python3 -I pdf-metadata.py read QPDF.json OUT.json
 
 QPDF.json is `qpdf --json=2 --json-key=qpdf --json-key=pages
 --json-key=encrypt` of the document. VALUES is a JSON object of document
-information keys (Title, Author, Subject, Keywords) and their new text.
+information keys (Title, Author, Subject, Keywords, CreationDate,
+ModDate) and their new text (dates already as PDF dates, D:…).
 
 qpdf 11 has no option that sets the information dictionary; its JSON
 update (--update-from-json) replaces the objects it names. The update
@@ -28,7 +29,7 @@ READ = [
     ("keywords", "/Keywords"), ("creator", "/Creator"), ("producer", "/Producer"),
     ("creation_date", "/CreationDate"), ("mod_date", "/ModDate"),
 ]
-WRITABLE = {"Title", "Author", "Subject", "Keywords"}
+WRITABLE = {"Title", "Author", "Subject", "Keywords", "CreationDate", "ModDate"}
 
 
 def text(v):
