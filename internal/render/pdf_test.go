@@ -285,6 +285,29 @@ func TestPDFMetadata(t *testing.T) {
 	}
 }
 
+// Dates are written as PDF dates (PDF 1.7, 7.9.4): the day alone, or the
+// time with Z or the offset as +HH'mm'.
+func TestPDFMetadataWritesPDFDates(t *testing.T) {
+	t.Parallel()
+	r, _ := render.Lookup("pdf-metadata")
+	for in, want := range map[string]string{
+		"2026-12-03": `"D:20261203"`, "2026-12-03T13:30:15Z": `"D:20261203133015Z"`,
+		"2026-12-03T13:30-03:00": `"D:20261203133000-03'00'"`, "2026-12-03T13:30:00+05:45": `"D:20261203133000+05'45'"`,
+	} {
+		plan, err := r.Prepare(samples.PDF("x", 1), map[string]any{"mod_date": in}, render.LimitRequest{})
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		var argv []string
+		for _, st := range plan.Job.Request.Steps {
+			argv = append(argv, st.Argv...)
+		}
+		if got := strings.Join(argv, " "); !strings.Contains(got, `{"ModDate":`+want+`}`) {
+			t.Errorf("mod_date %s: the steps run %s, want ModDate %s", in, got, want)
+		}
+	}
+}
+
 // pdfinfoWith runs pdfinfo with args in a sandbox and returns its output
 // or its failure.
 func pdfinfoWith(m *sandbox.Manager, pdf []byte, args ...string) (string, error) {
