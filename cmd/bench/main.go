@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -47,6 +48,7 @@ func main() {
 	key := flag.String("key", os.Getenv("RENDERBOX_KEY"), "API key for -api")
 	intake := flag.Int("intake", 200, "jobs submitted for the intake measurement")
 	only := flag.String("only", "", "run only this part: lifecycle, renderers, served or api")
+	renderers := flag.String("renderers", "", "renderers part: only these renderers (comma-separated; default all)")
 	mode := flag.String("mode", "cold", "served lines' mode: cold (the worker's pool is off) or warm (on; waits for it to fill)")
 	servedRenderers := flag.String("served-renderers", "html-pdf,office-pdf,pdf-png", "renderers measured through the API (comma-separated)")
 	servedSerial := flag.Int("served-serial", 10, "served: jobs one after another for p50/p99")
@@ -62,7 +64,7 @@ func main() {
 		mode: *mode, renderers: strings.Split(*servedRenderers, ","), serial: max(1, *servedSerial), jobs: max(1, *servedJobs),
 		concurrency: max(1, *servedConc), metrics: *workerMetrics, poolWait: *poolWait, coldFile: *coldFile,
 	}
-	if err := run(context.Background(), opts{n: *n, heavyN: *heavyN, tree: *tree, runsc: *runsc, api: *apiURL, key: *key, intake: *intake, only: *only, served: served}); err != nil {
+	if err := run(context.Background(), opts{n: *n, heavyN: *heavyN, tree: *tree, runsc: *runsc, api: *apiURL, key: *key, intake: *intake, only: *only, renderers: *renderers, served: served}); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
@@ -79,7 +81,10 @@ type opts struct {
 	n, heavyN, intake int
 	tree, runsc       string
 	api, key, only    string
-	served            servedOpts
+	// renderers, when set, is the comma-separated renderers the
+	// renderers part measures.
+	renderers string
+	served    servedOpts
 }
 
 func run(ctx context.Context, o opts) error {
@@ -117,6 +122,9 @@ func run(ctx context.Context, o opts) error {
 	}
 	if o.only == "" || o.only == "renderers" {
 		for _, c := range benchCases() {
+			if o.renderers != "" && !slices.Contains(strings.Split(o.renderers, ","), c.renderer) {
+				continue
+			}
 			iters := n
 			if c.heavy {
 				iters = max(1, heavyN)
@@ -222,6 +230,10 @@ func benchCases() []benchCase {
 		{"html-png", "one-page HTML, 1280x800", samples.HTML("benchmark", "One page of text."), true},
 		{"markdown-pdf", "small document with a table", samples.Markdown("benchmark"), true},
 		{"office-pdf", "two-paragraph DOCX", samples.DOCX("benchmark", "Two paragraphs."), true},
+		{"pdf-merge", "one 5-page PDF", samples.PDF("benchmark", 5), false},
+		{"pdf-split", "5-page PDF, a part per page", samples.PDF("benchmark", 5), false},
+		{"pdf-pages", "5-page PDF, all pages", samples.PDF("benchmark", 5), false},
+		{"pdf-metadata", "5-page PDF, read", samples.PDF("benchmark", 5), false},
 	}
 }
 

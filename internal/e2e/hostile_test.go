@@ -8,6 +8,7 @@ package e2e
 // (checked when the test ends).
 
 import (
+	"archive/zip"
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
@@ -186,6 +187,51 @@ func damagedCases(webp []byte) []hostileCase {
 	return cases
 }
 
+// pdfOperationCases put the PDF operations (qpdf) through the damaged
+// PDFs, a split into more parts than a job may return, and archives of
+// PDFs that are not what pdf-merge takes.
+func pdfOperationCases(t *testing.T) []hostileCase {
+	pdf := samples.PDF("damaged", 3)
+	corrupt := slices.Clone(pdf)
+	for i := len(corrupt) / 3; i < 2*len(corrupt)/3; i++ {
+		corrupt[i] ^= 0x5a
+	}
+	archive := func(name string, mode os.FileMode) []byte {
+		var b bytes.Buffer
+		zw := zip.NewWriter(&b)
+		h := &zip.FileHeader{Name: name, Method: zip.Store}
+		h.SetMode(mode)
+		w, err := zw.CreateHeader(h)
+		if err == nil {
+			_, err = w.Write(pdf)
+		}
+		if err != nil || zw.Close() != nil {
+			t.Fatalf("packing %s: %v", name, err)
+		}
+		return b.Bytes()
+	}
+	door := []string{"400:unsupported_input", "400:invalid_input"}
+	cases := []hostileCase{
+		// 3000 parts: over the 1000 files a job may return.
+		{name: "pdf-split of 3000 pages, a part each", renderer: "pdf-split", input: samples.PDF("many", 3000),
+			limits: map[string]any{"timeout_seconds": 60}, want: []string{"failed:output_limit", "failed:timeout"}},
+		{name: "pdf-merge of a file outside the archive", renderer: "pdf-merge", input: archive("../../etc/x.pdf", 0o644), door: door},
+		{name: "pdf-merge of a link", renderer: "pdf-merge", input: archive("x.pdf", os.ModeSymlink|0o777), door: door},
+	}
+	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock"} {
+		var opts map[string]any
+		if name == "pdf-protect" {
+			opts = map[string]any{"owner_password": "owner"}
+		}
+		// qpdf repairs what it can (its warnings do not fail the job).
+		want := []string{"succeeded", "failed:render_failed"}
+		cases = append(cases,
+			hostileCase{name: name + " of a truncated pdf", renderer: name, input: pdf[:len(pdf)/2], options: opts, want: want, door: door},
+			hostileCase{name: name + " of a corrupt pdf", renderer: name, input: corrupt, options: opts, want: want, door: door})
+	}
+	return cases
+}
+
 // The corpus runs with the worker's pool on (Chromium restored from a
 // checkpoint, the light tools pre-booted): a pooled sandbox must hold like a
 // cold one, and whatever a hostile job does to it must not reach the next.
@@ -225,6 +271,7 @@ func TestHostileCorpus(t *testing.T) {
 
 	cases := append(loadCorpus(t, env), generatedCases()...)
 	cases = append(cases, damagedCases(webp)...)
+	cases = append(cases, pdfOperationCases(t)...)
 	ids := map[string]string{}
 	for _, tc := range cases {
 		body := map[string]any{"renderer": tc.renderer, "input_base64": base64.StdEncoding.EncodeToString(tc.input)}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -29,11 +31,15 @@ type Output struct {
 
 // outputRule is what a renderer's sandbox may return: names matching re
 // (anchored), at most max files (1 when zero). publish maps an accepted
-// raw name to the published one (itself when nil).
+// raw name to the published one (itself when nil). With ordinal set, the
+// files are published in the order of the number re's first group
+// captures, as <ordinal>-1.<ext>, <ordinal>-2.<ext>, …: names a tool
+// chooses (qpdf's zero-padded page ranges) become a plain sequence.
 type outputRule struct {
 	re      *regexp.Regexp
 	max     int
 	publish func(m []string) string
+	ordinal string
 }
 
 // outputRules lists, per renderer, the files its sandbox may return.
@@ -52,6 +58,14 @@ var outputRules = map[string]outputRule{
 	// LibreOffice names the PDF after its input.
 	"office-pdf":    {re: regexp.MustCompile(`^input\.pdf$`), publish: func([]string) string { return "output.pdf" }},
 	"sandbox-probe": {re: regexp.MustCompile(`^escapes\.json$`)},
+	"pdf-merge":     {re: regexp.MustCompile(`^output\.pdf$`)},
+	"pdf-pages":     {re: regexp.MustCompile(`^output\.pdf$`)},
+	"pdf-protect":   {re: regexp.MustCompile(`^output\.pdf$`)},
+	"pdf-unlock":    {re: regexp.MustCompile(`^output\.pdf$`)},
+	"pdf-metadata":  {re: regexp.MustCompile(`^(metadata\.json|output\.pdf)$`)},
+	// qpdf's --split-pages names a part split-<first>[-<last>].pdf,
+	// zero-padded; a part per range is split-<n>.pdf.
+	"pdf-split": {re: regexp.MustCompile(`^split-([0-9]{1,6})(-[0-9]{1,6})?\.pdf$`), max: 1000, ordinal: "part"},
 }
 
 // typeByExt is the media type each published extension promises; the
@@ -79,16 +93,25 @@ func (r *Renderer) AcceptOutputs(files []wire.File) ([]Output, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%w: no output at all", ErrBadOutput)
 	}
+	if rule.ordinal != "" {
+		var err error
+		if files, err = byOrdinal(rule, files); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadOutput, err)
+		}
+	}
 	seen := map[string]bool{}
 	outs := make([]Output, 0, len(files))
-	for _, f := range files {
+	for i, f := range files {
 		m := rule.re.FindStringSubmatch(f.Name)
 		if m == nil {
 			return nil, fmt.Errorf("%w: %s makes no file named %q", ErrBadOutput, r.Name, f.Name)
 		}
 		name := f.Name
-		if rule.publish != nil {
+		switch {
+		case rule.publish != nil:
 			name = rule.publish(m)
+		case rule.ordinal != "":
+			name = rule.ordinal + "-" + strconv.Itoa(i+1) + path.Ext(f.Name)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("%w: %q is %s again", ErrBadOutput, f.Name, name)
@@ -101,6 +124,27 @@ func (r *Renderer) AcceptOutputs(files []wire.File) ([]Output, error) {
 		outs = append(outs, Output{Name: name, MediaType: want, Data: f.Data})
 	}
 	return outs, nil
+}
+
+// byOrdinal returns files sorted by the number in re's first group; a
+// name off the rule, or two files with one number, is an error.
+func byOrdinal(rule outputRule, files []wire.File) ([]wire.File, error) {
+	nums := make(map[string]int, len(files))
+	seen := map[int]string{}
+	for _, f := range files {
+		m := rule.re.FindStringSubmatch(f.Name)
+		if m == nil {
+			return nil, fmt.Errorf("no file named %q is made", f.Name)
+		}
+		n, _ := strconv.Atoi(m[1]) // six digits at most
+		if other, dup := seen[n]; dup {
+			return nil, fmt.Errorf("%q and %q have the same number", other, f.Name)
+		}
+		seen[n], nums[f.Name] = f.Name, n
+	}
+	sorted := slices.Clone(files)
+	slices.SortFunc(sorted, func(a, b wire.File) int { return nums[a.Name] - nums[b.Name] })
+	return sorted, nil
 }
 
 // MaxOutputName bounds a client's output_name: with "-100000.webp" after

@@ -40,6 +40,9 @@ func TestAcceptOutputsRefusesWhatTheRendererDoesNotMake(t *testing.T) {
 		{"markdown-html", []wire.File{{Name: "output.html", Data: []byte("a\x00b")}}, "is not text/html"},
 		{"sandbox-probe", []wire.File{{Name: "escapes.json", Data: []byte("{")}}, "is not application/json"},
 		{"html-pdf", nil, "no output"},
+		{"pdf-split", []wire.File{{Name: "split-1.pdf", Data: pdfBytes}, {Name: "split-01-05.pdf", Data: pdfBytes}}, "the same number"},
+		{"pdf-split", []wire.File{{Name: "split-1.pdf.exe", Data: pdfBytes}}, "no file named"},
+		{"pdf-metadata", []wire.File{{Name: "metadata.json", Data: []byte("{")}}, "is not application/json"},
 	} {
 		r, err := render.LookupWithDiagnostics(tc.renderer)
 		if err != nil {

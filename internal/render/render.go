@@ -57,6 +57,9 @@ type Renderer struct {
 	// site, when set, lets the renderer take a ZIP of files, one of them
 	// the entry point.
 	site *siteRule
+	// parts: the renderer takes a ZIP of PDFs, every file an input in the
+	// archive's order (pdf-merge; see mergeParts).
+	parts bool
 }
 
 // inputFile is the input as the sandbox sees it.
@@ -66,6 +69,9 @@ type inputFile struct {
 	// Site is the directory a ZIP input is unpacked to, Entry the entry
 	// point's path in it; both "" for a single file.
 	Site, Entry string
+	// Files are the paths in Site of a renderer that takes every file
+	// (Renderer.parts), in order.
+	Files []string
 }
 
 // page is the file the renderer starts from.
@@ -261,6 +267,13 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 		}
 		in.Site, in.Entry = siteDir, entry
 		unpack = &wire.Unpack{Archive: in.Path, Dir: siteDir, MaxFiles: r.site.maxFiles, MaxBytes: r.site.maxBytes}
+	case got == TypeZIP && r.parts:
+		files, err := mergeParts(input)
+		if err != nil {
+			return nil, err
+		}
+		in.Site, in.Files = siteDir, files
+		unpack = &wire.Unpack{Archive: in.Path, Dir: siteDir, MaxFiles: MaxMergeFiles, MaxBytes: r.MaxInputBytes}
 	case vals.Has("entry") || vals.Has("stylesheet"):
 		return nil, fmt.Errorf("%w: entry and stylesheet name files of a ZIP or of several file parts; the input is one %s file", ErrInvalidOptions, got)
 	}

@@ -71,7 +71,12 @@ var good = map[string][]byte{
 	"pdf-png": samples.PDF("a", 1), "svg-png": samples.SVG(2, 2, 0, 0, 1), "svg-pdf": samples.SVG(2, 2, 0, 0, 1),
 	"dot-svg": samples.DOT("a", "b"), "dot-png": samples.DOT("a", "b"),
 	"image-thumbnail": encodePNG(samples.Image(4, 4, 0, 0, 1)), "office-pdf": samples.DOCX("a"),
+	"pdf-merge": samples.PDF("a", 1), "pdf-split": samples.PDF("a", 1), "pdf-pages": samples.PDF("a", 1),
+	"pdf-metadata": samples.PDF("a", 1), "pdf-protect": samples.PDF("a", 1), "pdf-unlock": samples.PDF("a", 1),
 }
+
+// goodOptions are the options a renderer cannot go without.
+var goodOptions = map[string]map[string]any{"pdf-protect": {"owner_password": "o"}}
 
 var wrong = map[string][]byte{
 	"html-pdf": samples.PDF("a", 1), "html-png": samples.SVG(2, 2, 0, 0, 1),
@@ -79,12 +84,14 @@ var wrong = map[string][]byte{
 	"pdf-png": samples.HTML("a", "b"), "svg-png": samples.PDF("a", 1), "svg-pdf": samples.HTML("a", "b"),
 	"dot-svg": samples.Markdown("a"), "dot-png": samples.SVG(2, 2, 0, 0, 1),
 	"image-thumbnail": samples.SVG(2, 2, 0, 0, 1), "office-pdf": zipWith("evil.exe"),
+	"pdf-merge": samples.HTML("a", "b"), "pdf-split": samples.DOCX("a"), "pdf-pages": samples.SVG(2, 2, 0, 0, 1),
+	"pdf-metadata": samples.Markdown("a"), "pdf-protect": encodePNG(samples.Image(4, 4, 0, 0, 1)), "pdf-unlock": samples.HTML("a", "b"),
 }
 
 func TestEveryRendererRefusesBadRequestsBeforeAnySandbox(t *testing.T) {
 	t.Parallel()
-	if len(render.Names()) != 11 {
-		t.Errorf("the catalogue has %d renderers, want 11: %v", len(render.Names()), render.Names())
+	if len(render.Names()) != 17 {
+		t.Errorf("the catalogue has %d renderers, want 17: %v", len(render.Names()), render.Names())
 	}
 	for _, r := range render.All() {
 		in, ok := good[r.Name]
@@ -92,7 +99,8 @@ func TestEveryRendererRefusesBadRequestsBeforeAnySandbox(t *testing.T) {
 			t.Errorf("no sample input for %s", r.Name)
 			continue
 		}
-		if _, err := r.Prepare(in, nil, render.LimitRequest{}); err != nil {
+		opts := goodOptions[r.Name]
+		if _, err := r.Prepare(in, opts, render.LimitRequest{}); err != nil {
 			t.Errorf("%s: Prepare(valid input) = %v", r.Name, err)
 		}
 		if _, err := r.Prepare(wrong[r.Name], nil, render.LimitRequest{}); !errors.Is(err, render.ErrUnsupportedInput) {
@@ -124,7 +132,13 @@ func TestEveryRendererRefusesBadRequestsBeforeAnySandbox(t *testing.T) {
 			default:
 				continue
 			}
-			if _, err := r.Prepare(in, map[string]any{o.Name: bad}, render.LimitRequest{}); !errors.Is(err, render.ErrInvalidOptions) {
+			with := map[string]any{o.Name: bad}
+			for k, v := range opts {
+				if k != o.Name {
+					with[k] = v
+				}
+			}
+			if _, err := r.Prepare(in, with, render.LimitRequest{}); !errors.Is(err, render.ErrInvalidOptions) {
 				t.Errorf("%s: option %s = %v accepted (%v), want invalid options", r.Name, o.Name, bad, err)
 			}
 		}

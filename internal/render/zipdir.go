@@ -92,6 +92,9 @@ type zipEntry struct {
 	// unixMode is the Unix mode in the external attributes when the
 	// entry was made on Unix, else 0.
 	unixMode uint32
+	// offset is where the entry's local header starts; 0xffffffff when
+	// it is in a ZIP64 extra field.
+	offset uint32
 }
 
 // zipEntries is zipNames with more of each entry; fn's error ends the walk.
@@ -124,7 +127,7 @@ func zipEntries(b []byte, fn func(e *zipEntry) error) error {
 		// One entry reused: fn gets a pointer, which would otherwise
 		// cost an allocation per entry.
 		e = zipEntry{name: dir[zipDirHeaderLen : zipDirHeaderLen+nameLen], flags: le.Uint16(dir[8:]),
-			method: le.Uint16(dir[10:]), size: le.Uint32(dir[24:])}
+			method: le.Uint16(dir[10:]), size: le.Uint32(dir[24:]), offset: le.Uint32(dir[42:])}
 		if dir[5] == 3 { // made by: Unix
 			e.unixMode = le.Uint32(dir[38:]) >> 16
 		}

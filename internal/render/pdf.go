@@ -1,0 +1,338 @@
+package render
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// The PDF operations (issue 14) run qpdf from the rootfs, each in a fresh
+// sandbox like any renderer: every one of them parses an untrusted PDF.
+
+const qpdf = "/usr/bin/qpdf"
+
+// qpdfArgv is qpdf with args. qpdf exits 3 when it wrote its output after
+// warnings, mostly a damaged file it repaired; that output is the result,
+// as poppler's page of a damaged file is pdf-png's. Errors still exit 2.
+func qpdfArgv(args ...string) []string {
+	return append([]string{qpdf, "--warning-exit-0"}, args...)
+}
+
+// pdfMetadataScript is the rootfs's script that reads qpdf's JSON.
+const pdfMetadataScript = "/usr/local/lib/renderbox/pdf-metadata.py"
+
+// pdfLimits: qpdf is one process that holds the document's objects in
+// memory, not its pixels.
+var pdfLimits = sandbox.Limits{Timeout: 60 * time.Second, MemoryBytes: 1 << 30, TmpBytes: lightTmp}
+
+// Bounds of pdf-merge's inputs. The total is the renderer's input limit,
+// the largest renderer's like the others': above it the API would take
+// more from every client before it knows the renderer.
+const (
+	MaxMergeFiles = 100
+	maxMergeBytes = 50 << 20
+)
+
+// pdfPasswordPattern is a password for qpdf: printable, one line (it is
+// one argument), and not starting with '-' or '@', which qpdf's argument
+// parser would take as an option or as a file of arguments.
+const pdfPasswordPattern = `[^\x00-\x1f\x7f@-][^\x00-\x1f\x7f]{0,126}`
+
+// mergeParts reads a ZIP's directory and returns its files in order, each
+// of which must be a stored PDF. Nothing is decompressed: the API packs
+// several file parts as stored entries, and a stored entry's first bytes
+// are in the archive as they are, so each is sniffed here, before a
+// sandbox starts; the sandbox's unpacker checks the archive again.
+func mergeParts(input []byte) ([]string, error) {
+	var files []string
+	le := binary.LittleEndian
+	err := zipEntries(input, func(e *zipEntry) error {
+		name := string(e.name)
+		if strings.HasSuffix(name, "/") {
+			return nil // a directory: its files are entries of their own
+		}
+		switch {
+		case !wire.ValidSitePath(name):
+			return fmt.Errorf("%w: archive entry %q: a path must be relative, without \"..\" and without \\ \" < > & ' %% ? # or control characters", ErrInvalidInput, name)
+		case e.flags&1 != 0:
+			return fmt.Errorf("%w: archive entry %q is encrypted", ErrInvalidInput, name)
+		case e.method != 0:
+			return fmt.Errorf("%w: archive entry %q is compressed; pdf-merge reads stored entries only (several file parts are packed that way)", ErrInvalidInput, name)
+		case e.unixMode&0o170000 != 0 && e.unixMode&0o170000 != 0o100000:
+			return fmt.Errorf("%w: archive entry %q is not a file (a link?)", ErrInvalidInput, name)
+		}
+		if len(files) == MaxMergeFiles {
+			return fmt.Errorf("%w: pdf-merge takes at most %d files", ErrInputTooLarge, MaxMergeFiles)
+		}
+		// The local header: signature, then the name's and the extra
+		// field's lengths at 26 and 28, then the data.
+		off := uint64(e.offset)
+		if off > uint64(len(input)) || uint64(len(input))-off < 30 || le.Uint32(input[off:]) != 0x04034b50 {
+			return fmt.Errorf("%w: archive entry %q: its local header cannot be read", ErrInvalidInput, name)
+		}
+		start := off + 30 + uint64(le.Uint16(input[off+26:])) + uint64(le.Uint16(input[off+28:]))
+		end := min(start+uint64(len("%PDF-")), uint64(len(input)))
+		if start > end || uint64(e.size) < end-start || !bytes.HasPrefix(input[start:end], []byte("%PDF-")) {
+			return fmt.Errorf("%w: file %q is not a PDF (a PDF begins %%PDF-)", ErrUnsupportedInput, name)
+		}
+		files = append(files, name)
+		return nil
+	})
+	if errors.Is(err, errNotZip) {
+		return nil, fmt.Errorf("%w: the ZIP's directory cannot be read", ErrInvalidInput)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%w: the archive holds no file to merge", ErrInvalidInput)
+	}
+	return files, nil
+}
+
+// mergeSteps concatenates the inputs' pages in order into a new document.
+func mergeSteps(in inputFile) []wire.Step {
+	argv := qpdfArgv("--empty", "--pages")
+	if len(in.Files) == 0 {
+		argv = append(argv, in.Path)
+	}
+	for _, f := range in.Files {
+		// An absolute path: qpdf never reads it as an option, a page
+		// range or a file of arguments.
+		argv = append(argv, in.Site+"/"+f)
+	}
+	return []wire.Step{{Argv: append(argv, "--", wire.OutputDir+"/output.pdf")}}
+}
+
+// splitSteps writes the parts: every N pages with qpdf's --split-pages, or
+// one qpdf run per range. The sandbox's names sort by their first number;
+// the host publishes them as part-1.pdf, part-2.pdf, … in that order.
+func splitSteps(in inputFile, v Values) ([]wire.Step, error) {
+	ranges := v.String("ranges")
+	switch {
+	case ranges != "" && v.Has("every"):
+		return nil, fmt.Errorf("%w: give either every or ranges, not both", ErrInvalidOptions)
+	case ranges == "":
+		// %d is qpdf's: the part's first page, or first-last.
+		return []wire.Step{{Argv: qpdfArgv(in.Path, "--split-pages="+strconv.Itoa(v.IntOr("every", 1)), wire.OutputDir+"/split-%d.pdf")}}, nil
+	}
+	var steps []wire.Step
+	for i, r := range strings.Split(ranges, ",") {
+		steps = append(steps, wire.Step{Argv: qpdfArgv(in.Path, "--pages", ".", r, "--",
+			fmt.Sprintf("%s/split-%d.pdf", wire.OutputDir, i+1))})
+	}
+	return steps, nil
+}
+
+// pagesSteps selects and orders pages, then turns some. qpdf applies
+// --rotate to the output's pages, after the selection.
+func pagesSteps(in inputFile, v Values) ([]wire.Step, error) {
+	argv := qpdfArgv(in.Path)
+	if p := v.String("pages"); p != "" {
+		argv = append(argv, "--pages", ".", p, "--")
+	}
+	rot := v.Int("rotate")
+	switch {
+	case rot%90 != 0:
+		return nil, fmt.Errorf("%w: rotate is %d; it must be 0, 90, 180 or 270", ErrInvalidOptions, rot)
+	case rot == 0 && v.Has("rotate_pages"):
+		return nil, fmt.Errorf("%w: rotate_pages needs rotate", ErrInvalidOptions)
+	case rot != 0:
+		arg := "--rotate=+" + strconv.Itoa(rot)
+		if rp := v.String("rotate_pages"); rp != "" {
+			arg += ":" + rp
+		}
+		argv = append(argv, arg)
+	}
+	return []wire.Step{{Argv: append(argv, wire.OutputDir+"/output.pdf")}}, nil
+}
+
+// infoKeys are pdf-metadata's writable options and the document
+// information entries they set.
+var infoKeys = []struct{ option, key string }{
+	{"title", "Title"}, {"author", "Author"}, {"subject", "Subject"}, {"keywords", "Keywords"},
+	{"creation_date", "CreationDate"}, {"mod_date", "ModDate"},
+}
+
+// dateLayouts are the forms a date option takes: RFC 3339, with or
+// without seconds, or a day.
+var dateLayouts = []string{time.RFC3339, "2006-01-02T15:04Z07:00", "2006-01-02"}
+
+func parseDate(s string) (time.Time, string, error) {
+	for _, l := range dateLayouts {
+		if t, err := time.Parse(l, s); err == nil {
+			return t, l, nil
+		}
+	}
+	return time.Time{}, "", fmt.Errorf("%s is not a date as 2026-12-03 or 2026-12-03T13:30:00Z (or +01:00)", quoteShort(s))
+}
+
+// dateOpt is a date to write, checked and turned into a PDF date (PDF 1.7,
+// 7.9.4) as it is accepted.
+func dateOpt(name, desc string) Option {
+	o := patternOpt(name, desc+" As 2026-12-03, or 2026-12-03T13:30:00Z with a Z or an offset such as +01:00.",
+		`[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2})?(Z|[+-][0-9]{2}:[0-9]{2}))?`)
+	o.more = func(s string) error { _, _, err := parseDate(s); return err }
+	return o
+}
+
+// pdfDate writes an accepted date option as a PDF date: D:YYYYMMDD, or
+// D:YYYYMMDDHHmmSS and Z or the offset as +HH'mm'.
+func pdfDate(s string) string {
+	t, layout, _ := parseDate(s)
+	if layout == "2006-01-02" {
+		return t.Format("D:20060102")
+	}
+	if _, off := t.Zone(); off == 0 {
+		return t.Format("D:20060102150405Z")
+	}
+	z := t.Format("-0700")
+	return t.Format("D:20060102150405") + z[:3] + "'" + z[3:] + "'"
+}
+
+// metadataSteps read the document's information with qpdf --json and the
+// rootfs's script; given values to write, the script turns them into an
+// update qpdf applies (--update-from-json), the rest of the file kept.
+func metadataSteps(in inputFile, v Values) ([]wire.Step, error) {
+	qjson := wire.WorkDir + "/qpdf.json"
+	steps := []wire.Step{{Argv: qpdfArgv("--json=2", "--json-key=qpdf", "--json-key=pages", "--json-key=encrypt", in.Path), Stdout: qjson}}
+	set := map[string]string{}
+	for _, k := range infoKeys {
+		switch {
+		case !v.Has(k.option):
+		case strings.HasSuffix(k.option, "_date"):
+			set[k.key] = pdfDate(v.String(k.option))
+		default:
+			set[k.key] = v.String(k.option)
+		}
+	}
+	if len(set) == 0 {
+		return append(steps, wire.Step{Argv: []string{"/usr/bin/python3", "-I", pdfMetadataScript, "read", qjson, wire.OutputDir + "/metadata.json"}}), nil
+	}
+	// One JSON argument: a value is never read as a flag or split.
+	values, err := json.Marshal(set)
+	if err != nil {
+		return nil, err
+	}
+	update := wire.WorkDir + "/update.json"
+	return append(steps,
+		wire.Step{Argv: []string{"/usr/bin/python3", "-I", pdfMetadataScript, "update", qjson, update, string(values)}},
+		wire.Step{Argv: qpdfArgv(in.Path, "--update-from-json="+update, wire.OutputDir+"/output.pdf")}), nil
+}
+
+// protectSteps encrypt with AES-256. qpdf 11.3 takes the passwords as
+// positional arguments of --encrypt; the pattern keeps them from being
+// read as anything else. They are on argv inside the sandbox only: the
+// host hands the request over stdin, and the job's record redacts them.
+func protectSteps(in inputFile, v Values) ([]wire.Step, error) {
+	owner := v.String("owner_password")
+	if owner == "" {
+		return nil, fmt.Errorf("%w: pdf-protect needs owner_password (it guards the permissions)", ErrInvalidOptions)
+	}
+	argv := qpdfArgv("--encrypt", v.String("user_password"), owner, "256")
+	if !v.Bool("allow_print") {
+		argv = append(argv, "--print=none")
+	}
+	if !v.Bool("allow_copy") {
+		argv = append(argv, "--extract=n")
+	}
+	if !v.Bool("allow_modify") {
+		argv = append(argv, "--modify=none")
+	}
+	argv = append(argv, "--", in.Path, wire.OutputDir+"/output.pdf")
+	return []wire.Step{{Argv: argv}}, nil
+}
+
+func unlockSteps(in inputFile, v Values) []wire.Step {
+	argv := qpdfArgv("--decrypt")
+	if p := v.String("password"); p != "" {
+		argv = append(argv, "--password="+p)
+	}
+	return []wire.Step{{Argv: append(argv, in.Path, wire.OutputDir+"/output.pdf")}}
+}
+
+func passwordOpt(name, desc string) Option {
+	return secretOpt(patternOpt(name, desc+" A secret: it is not stored with the job, logged or shown back (the job's options read \""+Redacted+"\"). Printable, 1–127 characters, not starting with '-' or '@'.", pdfPasswordPattern))
+}
+
+// pdfRenderer is a qpdf renderer of one PDF.
+func pdfRenderer(name, desc string, opts []Option, steps func(inputFile, Values) ([]wire.Step, error)) *Renderer {
+	return &Renderer{
+		Name: name, Description: desc, Inputs: []string{TypePDF}, Output: TypePDF, Options: opts,
+		MaxInputBytes: 50 << 20, Limits: pdfLimits,
+		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+			st, err := steps(in, v)
+			return wire.Request{Env: plainEnv, Steps: st}, err
+		},
+	}
+}
+
+// The PDF operations join the catalogue from here: their builders share
+// this file's helpers.
+func init() {
+	for _, r := range pdfRenderers() {
+		catalogue[r.Name] = r
+	}
+}
+
+// pdfRenderers are the PDF operations' catalogue entries.
+func pdfRenderers() []*Renderer {
+	merge := &Renderer{
+		Name:          "pdf-merge",
+		Description:   fmt.Sprintf("Merge PDFs into one with qpdf, their pages in the order of the file parts (or of a ZIP's stored entries); each file must be a PDF, at most %d files. Output: output.pdf.", MaxMergeFiles),
+		Inputs:        []string{TypeZIP, TypePDF},
+		Output:        TypePDF,
+		MaxInputBytes: maxMergeBytes,
+		Limits:        pdfLimits,
+		parts:         true,
+		build: func(in inputFile, _ Values, _ Limits) (wire.Request, error) {
+			return wire.Request{Env: plainEnv, Steps: mergeSteps(in)}, nil
+		},
+	}
+	split := pdfRenderer("pdf-split",
+		"Split a PDF with qpdf: every N pages, or one part per range. Outputs: part-1.pdf, part-2.pdf, … in page order.",
+		[]Option{
+			{Name: "every", Type: "integer", Description: "Pages per part (the last may have fewer); 1 when neither every nor ranges is given.", Minimum: num(1), Maximum: num(100000)},
+			patternOpt("ranges", "Parts by page ranges, one part per range, e.g. \"1-3,4,5-9\" (a range may run backwards: \"9-5\").", pageRangesPattern),
+		}, splitSteps)
+	pages := pdfRenderer("pdf-pages",
+		"Select, reorder and rotate pages with qpdf. Output: output.pdf.",
+		[]Option{
+			patternOpt("pages", "Pages in their new order, e.g. \"3,1,2-4\" (a page may repeat; \"9-5\" runs backwards); all when absent.", pageRangesPattern),
+			intOpt("rotate", "Turn pages clockwise by 0, 90, 180 or 270 degrees, added to their own rotation.", 0, 0, 270),
+			patternOpt("rotate_pages", "The pages to turn, numbered as in the output, e.g. \"1,3-4\"; all when absent.", pageRangesPattern),
+		}, pagesSteps)
+	metadata := pdfRenderer("pdf-metadata",
+		"Read a PDF's document information with qpdf as JSON (title, author, subject, keywords, creator, producer, creation_date and mod_date as the document writes them, pages, encrypted), or, given any of title, author, subject, keywords, creation_date and mod_date, write them. Output: metadata.json when reading, output.pdf when writing.",
+		[]Option{
+			textOpt("title", "Set the title.", 1000),
+			textOpt("author", "Set the author.", 1000),
+			textOpt("subject", "Set the subject.", 1000),
+			textOpt("keywords", "Set the keywords.", 1000),
+			dateOpt("creation_date", "Set the creation date."),
+			dateOpt("mod_date", "Set the modification date."),
+		}, metadataSteps)
+	metadata.Output = TypeJSON
+	protect := pdfRenderer("pdf-protect",
+		"Encrypt a PDF with qpdf, AES-256: an owner password that guards the permissions, and optionally a user password to open it. Output: output.pdf.",
+		[]Option{
+			passwordOpt("owner_password", "Required: the password that lifts the restrictions."),
+			passwordOpt("user_password", "The password to open the document; absent, anyone can open it, under the permissions."),
+			boolOpt("allow_print", "Allow printing.", true),
+			boolOpt("allow_copy", "Allow copying text and images.", true),
+			boolOpt("allow_modify", "Allow changes (forms, annotations, pages).", true),
+		}, protectSteps)
+	unlock := pdfRenderer("pdf-unlock",
+		"Remove a PDF's encryption with qpdf, given its password (the user or the owner password; none when it opens without one). A wrong password fails the job (render_failed, \"invalid password\"). Output: output.pdf.",
+		[]Option{passwordOpt("password", "The document's password.")},
+		func(in inputFile, v Values) ([]wire.Step, error) { return unlockSteps(in, v), nil })
+	return []*Renderer{merge, split, pages, metadata, protect, unlock}
+}
