@@ -383,7 +383,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		go func() { errc <- msrv.Serve(mln) }()
 	}
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("api listening", "addr", ln.Addr().String(), "metrics_addr", maddr, "redis", redisShown, "db", ledger.Redact(c.DB))
+	log.Info("api listening", "addr", ln.Addr().String(), "metrics_addr", maddr, "redis", redisShown, "db", ledger.Redact(c.DB), "version", buildinfo.Read().Version)
 	// Either listener failing (its address taken) ends the process; a
 	// shutdown ends both with ErrServerClosed.
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {

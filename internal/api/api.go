@@ -18,6 +18,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/renderbox/renderbox/internal/buildinfo"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
@@ -106,6 +107,9 @@ type Server struct {
 	WorkerHeartbeatTimeout time.Duration
 	// Events: how result events this replica could not apply are retried.
 	Events EventConfig
+	// Build is what GET /version and renderbox_build_info report; the zero
+	// value means the running binary's own (buildinfo.Read).
+	Build buildinfo.Info
 
 	waiters      *waiters
 	waitPoll     time.Duration // ?wait= re-reads the ledger this often
@@ -144,7 +148,11 @@ func (s *Server) init() {
 		s.waitPoll = time.Second
 	}
 	s.limiters = newLimiters(s.Limits.RatePerSecond, s.Limits.Burst)
+	if s.Build == (buildinfo.Info{}) {
+		s.Build = buildinfo.Read()
+	}
 	s.metrics = newMetrics(s.Registry, s.Queue, s.WorkerHeartbeatTimeout)
+	s.Registry.MustRegister(s.Build.Collector())
 	s.inFlight = newInFlight(s.HTTP)
 }
 
@@ -157,6 +165,7 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", s.openapi)
+	r.Get("/version", s.version)
 	r.Get("/v1/renderers", s.renderers)
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.limitKeyInFlight)
@@ -218,6 +227,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "5")
 	}
 	writeJSON(w, status, body)
+}
+
+// version answers which build is serving, without a key: it tells an
+// operator or a client which release answered, and a version is no secret
+// the binaries' -version does not already print.
+func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Build)
 }
 
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
