@@ -5,11 +5,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -162,31 +164,58 @@ func (s *Server) Handler() http.Handler {
 	s.setup()
 	r := chi.NewRouter()
 	r.Use(s.paceBody, middleware.RequestID, middleware.Recoverer, s.metrics.middleware, s.limitInFlight)
-	r.Get("/healthz", s.healthz)
-	r.Get("/readyz", s.readyz)
-	r.Get("/openapi.yaml", s.openapi)
-	r.Get("/version", s.version)
-	r.Get("/v1/renderers", s.renderers)
+	getHead(r, "/healthz", s.healthz)
+	getHead(r, "/readyz", s.readyz)
+	getHead(r, "/version", s.version)
+	getHead(r, "/openapi.yaml", s.openapi)
+	getHead(r, "/v1/renderers", s.renderers)
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.limitKeyInFlight)
 		r.Post("/v1/jobs", s.createJob)
-		r.Get("/v1/jobs", s.listJobs)
-		r.Get("/v1/jobs/{id}", s.getJob)
+		getHead(r, "/v1/jobs", s.listJobs)
+		getHead(r, "/v1/jobs/{id}", s.getJob)
 		r.Delete("/v1/jobs/{id}", s.cancelJob)
-		r.Get("/v1/jobs/{id}/outputs/{name}", s.getOutput)
-		r.Head("/v1/jobs/{id}/outputs/{name}", s.getOutput)
-		r.Get("/v1/jobs/{id}/outputs.zip", s.getOutputsZip)
-		r.Get("/v1/webhook-secret", s.webhookSecret)
-		r.With(requireAdmin).Get("/v1/workers", s.listWorkers)
+		getHead(r, "/v1/jobs/{id}/outputs/{name}", s.getOutput)
+		getHead(r, "/v1/jobs/{id}/outputs.zip", s.getOutputsZip)
+		getHead(r, "/v1/webhook-secret", s.webhookSecret)
+		getHead(r.With(requireAdmin), "/v1/workers", s.listWorkers)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		// RFC 9110 §15.5.6: a 405 must list the methods the resource has.
+		w.Header().Set("Allow", strings.Join(allowed(r, req), ", "))
 		// A made-up method is not quoted back: it can be near a megabyte.
-		problem(w, http.StatusMethodNotAllowed, "method_not_allowed", methodLabel(r.Method)+" is not allowed on "+r.URL.Path)
+		problem(w, http.StatusMethodNotAllowed, "method_not_allowed", methodLabel(req.Method)+" is not allowed on "+req.URL.Path)
 	})
 	return r
+}
+
+// getHead routes GET and HEAD for pattern to h. net/http drops the body
+// of a HEAD answer and keeps its headers (with Content-Length when the
+// body was small enough to count), so one handler serves both; a client
+// can ask whether a job or an output is there without taking the body.
+func getHead(r chi.Router, pattern string, h http.HandlerFunc) {
+	r.Get(pattern, h)
+	r.Head(pattern, h)
+}
+
+// allowed lists the methods router has a route for at req's path, for a
+// 405's Allow header. chi knows them while routing but hands a custom 405
+// handler none, so each is looked up again.
+func allowed(router *chi.Mux, req *http.Request) []string {
+	path := req.URL.RawPath
+	if path == "" {
+		path = req.URL.Path
+	}
+	var ms []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+		if router.Match(chi.NewRouteContext(), m, path) {
+			ms = append(ms, m)
+		}
+	}
+	return ms
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -238,6 +267,7 @@ func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Content-Length", strconv.Itoa(len(s.OpenAPI)))
 	_, _ = w.Write(s.OpenAPI)
 }
 
@@ -267,8 +297,14 @@ func (s *Server) renderers(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"renderers": list})
 }
 
+// writeJSON answers v as JSON with its Content-Length: encoded whole
+// first, so a HEAD answer (whose body net/http drops) still says how
+// large GET's would be — net/http counts it only for bodies under 2 KiB.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	_ = json.NewEncoder(&b).Encode(v)
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(b.Bytes())
 }

@@ -57,6 +57,9 @@ func (s *Server) getOutputsZip(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.HTTP.WriteTimeout +
 		time.Duration(float64(total)/float64(s.HTTP.MinRate)*float64(time.Second))))
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return // the checks above are HEAD's answer; the ZIP would be read from Redis only to be dropped
+	}
 
 	zw := zip.NewWriter(w)
 	for i, o := range job.Outputs {

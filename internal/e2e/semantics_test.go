@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/samples"
+)
+
+// What an HTTP client expects of the API beyond its own routes (issue
+// 15): HEAD wherever GET is, Allow on a 405. Every answer through c.do is
+// checked against openapi.yaml.
+func TestHTTPSemantics(t *testing.T) {
+	s := newStack(t, stackOpts{noWorker: true})
+	c := s.client
+	key := s.key("semantics")
+	id := submitOK(t, c, key, "dot-svg", samples.DOT("semantics"))
+	forgeOutputs(t, s, id, forged{"output.svg", "image/svg+xml", []byte(`<svg xmlns="http://www.w3.org/2000/svg"/>`)})
+	if j := waitEnded(t, c, key, id, 10*time.Second); j.State != "succeeded" {
+		t.Fatalf("the forged job is %s, want succeeded", j.State)
+	}
+
+	t.Run("HEAD wherever GET", func(t *testing.T) {
+		for _, path := range []string{"/healthz", "/readyz", "/version", "/openapi.yaml", "/v1/renderers",
+			"/v1/jobs", "/v1/jobs/" + id, "/v1/jobs/" + id + "/outputs.zip", "/v1/webhook-secret"} {
+			g := c.do("GET", path, key, "", nil, nil)
+			h := c.do("HEAD", path, key, "", nil, nil)
+			if h.Status != g.Status || h.Header.Get("Content-Type") != g.Header.Get("Content-Type") || len(h.Body) != 0 {
+				t.Errorf("HEAD %s: %d %q with %d body bytes; want GET's %d %q and no body", path, h.Status, h.Header.Get("Content-Type"), len(h.Body), g.Status, g.Header.Get("Content-Type"))
+			}
+		}
+		if h := c.do("HEAD", "/v1/jobs/job_nope", key, "", nil, nil); h.Status != 404 {
+			t.Errorf("HEAD of no job: %d, want 404", h.Status)
+		}
+		if h := c.do("HEAD", "/v1/jobs/"+id, "", "", nil, nil); h.Status != 401 {
+			t.Errorf("HEAD of a job without a key: %d, want 401", h.Status)
+		}
+	})
+
+	// 405s are not in the contract (no operation answers them), so they
+	// are asked for directly.
+	t.Run("Allow on 405", func(t *testing.T) {
+		for _, tc := range []struct{ method, path, allow string }{
+			{"PUT", "/v1/jobs/" + id, "GET, HEAD, DELETE"},
+			{"DELETE", "/v1/jobs", "GET, HEAD, POST"},
+			{"POST", "/healthz", "GET, HEAD"},
+			{"DELETE", "/v1/jobs/" + id + "/outputs/output.svg", "GET, HEAD"},
+		} {
+			req, _ := http.NewRequest(tc.method, s.base+tc.path, nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 405 || resp.Header.Get("Allow") != tc.allow || resp.Header.Get("Content-Type") != "application/problem+json" {
+				t.Errorf("%s %s: %d, Allow %q, %s; want a 405 problem with Allow %q", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Allow"), resp.Header.Get("Content-Type"), tc.allow)
+			}
+		}
+	})
+}
