@@ -117,6 +117,11 @@ type submission struct {
 
 var errBadRequest = errors.New("bad request")
 
+// errUnsupportedMediaType: the body is neither of the two types a
+// submission comes in (RFC 9110 §15.5.16: 415, not 400, so a client can
+// tell a wrong encoding from a wrong field).
+var errUnsupportedMediaType = errors.New("unsupported media type")
+
 func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	key := keyOf(r)
 	if ok, d := s.limiters.allow(key.ID); !ok {

@@ -10,7 +10,8 @@ import (
 )
 
 // What an HTTP client expects of the API beyond its own routes (issue
-// 15): HEAD wherever GET is, Allow on a 405. Every answer through c.do is
+// 15): HEAD wherever GET is, Allow on a 405, 415 for a body of another
+// type. Every answer through c.do is
 // checked against openapi.yaml.
 func TestHTTPSemantics(t *testing.T) {
 	s := newStack(t, stackOpts{noWorker: true})
@@ -59,6 +60,13 @@ func TestHTTPSemantics(t *testing.T) {
 			if resp.StatusCode != 405 || resp.Header.Get("Allow") != tc.allow || resp.Header.Get("Content-Type") != "application/problem+json" {
 				t.Errorf("%s %s: %d, Allow %q, %s; want a 405 problem with Allow %q", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Allow"), resp.Header.Get("Content-Type"), tc.allow)
 			}
+		}
+	})
+
+	t.Run("415 for another Content-Type", func(t *testing.T) {
+		r := c.do("POST", "/v1/jobs", key, "application/xml", []byte("<job/>"), nil)
+		if r.Status != 415 || r.problemCode(t) != "unsupported_media_type" || r.Header.Get("Accept") != "multipart/form-data, application/json" {
+			t.Errorf("an XML body: %d %s (Accept %q), want 415 unsupported_media_type naming the two types", r.Status, tail(r.Body), r.Header.Get("Accept"))
 		}
 	})
 }

@@ -1,0 +1,100 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/renderbox/renderbox"
+	"github.com/renderbox/renderbox/internal/api"
+	"github.com/renderbox/renderbox/internal/ledger"
+	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/internal/testenv"
+)
+
+// keyed is an API on a real ledger and a private Redis, and a key for it.
+type keyed struct {
+	t      *testing.T
+	srv    *httptest.Server
+	ledger ledger.Store
+	key    string
+	owner  string
+}
+
+func newKeyed(t *testing.T) *keyed {
+	t.Helper()
+	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	secret, k, err := store.CreateKey(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t, false)})
+	t.Cleanup(func() { rdb.Close() })
+	srv := httptest.NewServer((&api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, 0)}).Handler())
+	t.Cleanup(srv.Close)
+	return &keyed{t: t, srv: srv, ledger: store, key: secret, owner: k.ID}
+}
+
+// answer is a response read whole, with its problem code if it is one.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+	code   string
+}
+
+func (k *keyed) call(method, path, contentType, body string) answer {
+	k.t.Helper()
+	req, _ := http.NewRequest(method, k.srv.URL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+k.key)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	a := answer{status: resp.StatusCode, header: resp.Header}
+	a.body, _ = io.ReadAll(resp.Body)
+	var p struct {
+		Code string `json:"code"`
+	}
+	if resp.Header.Get("Content-Type") == "application/problem+json" {
+		_ = json.Unmarshal(a.body, &p)
+	}
+	a.code = p.Code
+	return a
+}
+
+const svgJob = `{"renderer":"svg-png","input_base64":"PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHdpZHRoPSIxMCIgaGVpZ2h0PSIxMCIvPg=="}`
+
+// A body in neither of the two encodings a submission takes is 415, not
+// 400, with Accept naming them; a malformed body of the right type stays
+// 400.
+func TestUnsupportedContentTypeIs415(t *testing.T) {
+	k := newKeyed(t)
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "application/xml", "", "not a media type;;"} {
+		a := k.call("POST", "/v1/jobs", ct, svgJob)
+		if a.status != 415 || a.code != "unsupported_media_type" || a.header.Get("Accept") != "multipart/form-data, application/json" {
+			t.Errorf("Content-Type %q: %d %s (Accept %q), want 415 unsupported_media_type with Accept", ct, a.status, a.body, a.header.Get("Accept"))
+		}
+	}
+	if a := k.call("POST", "/v1/jobs", "multipart/form-data", "x"); a.status != 400 || a.code != "invalid_request" {
+		t.Errorf("multipart without a boundary: %d %s, want 400 invalid_request", a.status, a.body)
+	}
+	if a := k.call("POST", "/v1/jobs", "application/json; charset=utf-8", svgJob); a.status != 202 {
+		t.Errorf("application/json with a charset: %d %s, want 202", a.status, a.body)
+	}
+}
