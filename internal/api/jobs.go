@@ -341,8 +341,18 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// cancelJob cancels a job. DELETE is idempotent (RFC 9110 §9.2.2): a job
+// already canceled answers as its cancel did, so a client retrying a
+// cancel whose answer it lost is not told of a conflict. Only a job that
+// ended otherwise (succeeded, failed) is 409.
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 	job, err := s.Ledger.Cancel(r.Context(), keyOf(r).ID, chi.URLParam(r, "id"))
+	if errors.Is(err, ledger.ErrConflict) && job.State == ledger.StateCanceled {
+		// Signalled again: the marker and the task's removal are
+		// idempotent, and a first cancel that found Redis down is then
+		// carried out by its retry.
+		err = nil
+	}
 	if errors.Is(err, ledger.ErrConflict) {
 		problem(w, http.StatusConflict, "already_finished", fmt.Sprintf("the job already ended as %s", job.State))
 		return

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -96,5 +97,46 @@ func TestUnsupportedContentTypeIs415(t *testing.T) {
 	}
 	if a := k.call("POST", "/v1/jobs", "application/json; charset=utf-8", svgJob); a.status != 202 {
 		t.Errorf("application/json with a charset: %d %s, want 202", a.status, a.body)
+	}
+}
+
+// submit posts svgJob and returns the new job's id.
+func (k *keyed) submit() string {
+	k.t.Helper()
+	a := k.call("POST", "/v1/jobs", "application/json", svgJob)
+	var j struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(a.body, &j); a.status != 202 || err != nil {
+		k.t.Fatalf("submitting: %d %s", a.status, a.body)
+	}
+	return j.ID
+}
+
+// DELETE is idempotent: cancelling a canceled job answers as the cancel
+// did; a job that ended otherwise is still 409.
+func TestCancelIsIdempotent(t *testing.T) {
+	k := newKeyed(t)
+	id := k.submit()
+	first := k.call("DELETE", "/v1/jobs/"+id, "", "")
+	if first.status != 200 || !strings.Contains(string(first.body), `"state":"canceled"`) {
+		t.Fatalf("cancel: %d %s, want 200 and the canceled job", first.status, first.body)
+	}
+	for range 2 {
+		again := k.call("DELETE", "/v1/jobs/"+id, "", "")
+		if again.status != 200 || string(again.body) != string(first.body) {
+			t.Errorf("cancel again: %d %s, want the first cancel's 200 %s", again.status, again.body, first.body)
+		}
+	}
+
+	done := k.submit()
+	if _, err := k.ledger.Finish(context.Background(), done, ledger.FinishOptions{State: ledger.StateSucceeded, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if a := k.call("DELETE", "/v1/jobs/"+done, "", ""); a.status != 409 || a.code != "already_finished" {
+		t.Errorf("cancel of a succeeded job: %d %s, want 409 already_finished", a.status, a.body)
+	}
+	if a := k.call("DELETE", "/v1/jobs/job_nope", "", ""); a.status != 404 {
+		t.Errorf("cancel of no job: %d %s, want 404", a.status, a.body)
 	}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"testing"
@@ -11,7 +12,7 @@ import (
 
 // What an HTTP client expects of the API beyond its own routes (issue
 // 15): HEAD wherever GET is, Allow on a 405, 415 for a body of another
-// type. Every answer through c.do is
+// type, an idempotent DELETE. Every answer through c.do is
 // checked against openapi.yaml.
 func TestHTTPSemantics(t *testing.T) {
 	s := newStack(t, stackOpts{noWorker: true})
@@ -67,6 +68,18 @@ func TestHTTPSemantics(t *testing.T) {
 		r := c.do("POST", "/v1/jobs", key, "application/xml", []byte("<job/>"), nil)
 		if r.Status != 415 || r.problemCode(t) != "unsupported_media_type" || r.Header.Get("Accept") != "multipart/form-data, application/json" {
 			t.Errorf("an XML body: %d %s (Accept %q), want 415 unsupported_media_type naming the two types", r.Status, tail(r.Body), r.Header.Get("Accept"))
+		}
+	})
+
+	t.Run("DELETE is idempotent", func(t *testing.T) {
+		queued := submitOK(t, c, key, "dot-svg", samples.DOT("to cancel"))
+		first := c.do("DELETE", "/v1/jobs/"+queued, key, "", nil, nil)
+		again := c.do("DELETE", "/v1/jobs/"+queued, key, "", nil, nil)
+		if first.Status != 200 || again.Status != 200 || !bytes.Equal(first.Body, again.Body) {
+			t.Errorf("cancel, then again: %d then %d %s, want 200 twice with the same job", first.Status, again.Status, tail(again.Body))
+		}
+		if r := c.do("DELETE", "/v1/jobs/"+id, key, "", nil, nil); r.Status != 409 || r.problemCode(t) != "already_finished" {
+			t.Errorf("cancel of a succeeded job: %d %s, want 409 already_finished", r.Status, tail(r.Body))
 		}
 	})
 }
