@@ -10,7 +10,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,21 +167,25 @@ func (s *Server) Handler() http.Handler {
 	s.setup()
 	r := chi.NewRouter()
 	r.Use(s.paceBody, middleware.RequestID, middleware.Recoverer, s.metrics.middleware, s.limitInFlight)
-	getHead(r, "/healthz", s.healthz)
-	getHead(r, "/readyz", s.readyz)
-	getHead(r, "/version", s.version)
-	getHead(r, "/openapi.yaml", s.openapi)
-	getHead(r, "/v1/renderers", s.renderers)
+	// Each route names the query parameters it takes; any other is
+	// refused (see onlyQuery).
+	bare := r.With(onlyQuery())
+	getHead(bare, "/healthz", s.healthz)
+	getHead(bare, "/readyz", s.readyz)
+	getHead(bare, "/version", s.version)
+	getHead(bare, "/openapi.yaml", s.openapi)
+	getHead(bare, "/v1/renderers", s.renderers)
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.limitKeyInFlight)
-		r.Post("/v1/jobs", s.createJob)
-		getHead(r, "/v1/jobs", s.listJobs)
-		getHead(r, "/v1/jobs/{id}", s.getJob)
-		r.Delete("/v1/jobs/{id}", s.cancelJob)
-		getHead(r, "/v1/jobs/{id}/outputs/{name}", s.getOutput)
-		getHead(r, "/v1/jobs/{id}/outputs.zip", s.getOutputsZip)
-		getHead(r, "/v1/webhook-secret", s.webhookSecret)
-		getHead(r.With(requireAdmin), "/v1/workers", s.listWorkers)
+		r.With(onlyQuery("wait")).Post("/v1/jobs", s.createJob)
+		getHead(r.With(onlyQuery("state", "cursor", "limit")), "/v1/jobs", s.listJobs)
+		getHead(r.With(onlyQuery("wait")), "/v1/jobs/{id}", s.getJob)
+		bare := r.With(onlyQuery())
+		bare.Delete("/v1/jobs/{id}", s.cancelJob)
+		getHead(bare, "/v1/jobs/{id}/outputs/{name}", s.getOutput)
+		getHead(bare, "/v1/jobs/{id}/outputs.zip", s.getOutputsZip)
+		getHead(bare, "/v1/webhook-secret", s.webhookSecret)
+		getHead(bare.With(requireAdmin), "/v1/workers", s.listWorkers)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
@@ -190,6 +197,37 @@ func (s *Server) Handler() http.Handler {
 		problem(w, http.StatusMethodNotAllowed, "method_not_allowed", methodLabel(req.Method)+" is not allowed on "+req.URL.Path)
 	})
 	return r
+}
+
+// onlyQuery refuses a request whose query holds a parameter other than
+// names, or one of them twice: an unknown parameter is most often a typo
+// (?limt=5, ?wiat=30) that, dropped in silence, gives the client an answer
+// it did not ask for. Unknown form fields are refused alike (intake.go).
+func onlyQuery(names ...string) func(http.Handler) http.Handler {
+	takes := "none"
+	if len(names) > 0 {
+		takes = strings.Join(names, ", ")
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			q, err := url.ParseQuery(r.URL.RawQuery)
+			if err != nil {
+				problem(w, http.StatusBadRequest, "invalid_request", "the query string is malformed: "+err.Error())
+				return
+			}
+			for _, name := range slices.Sorted(maps.Keys(q)) {
+				if !slices.Contains(names, name) {
+					problem(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("unknown query parameter %s (this route takes: %s)", quoteBounded(name), takes))
+					return
+				}
+				if n := len(q[name]); n > 1 {
+					problem(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("query parameter %s is given %d times; give it once", name, n))
+					return
+				}
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // getHead routes GET and HEAD for pattern to h. net/http drops the body

@@ -53,6 +53,7 @@ type answer struct {
 	header http.Header
 	body   []byte
 	code   string
+	detail string
 }
 
 func (k *keyed) call(method, path, contentType, body string) answer {
@@ -70,12 +71,13 @@ func (k *keyed) call(method, path, contentType, body string) answer {
 	a := answer{status: resp.StatusCode, header: resp.Header}
 	a.body, _ = io.ReadAll(resp.Body)
 	var p struct {
-		Code string `json:"code"`
+		Code   string `json:"code"`
+		Detail string `json:"detail"`
 	}
 	if resp.Header.Get("Content-Type") == "application/problem+json" {
 		_ = json.Unmarshal(a.body, &p)
 	}
-	a.code = p.Code
+	a.code, a.detail = p.Code, p.Detail
 	return a
 }
 
@@ -138,5 +140,33 @@ func TestCancelIsIdempotent(t *testing.T) {
 	}
 	if a := k.call("DELETE", "/v1/jobs/job_nope", "", ""); a.status != 404 {
 		t.Errorf("cancel of no job: %d %s, want 404", a.status, a.body)
+	}
+}
+
+// A query parameter a route does not take is refused by name, as an
+// unknown form field is, rather than dropped: ?limt=5 would otherwise
+// answer a page of 20.
+func TestUnknownQueryParameterIsRefused(t *testing.T) {
+	k := newKeyed(t)
+	id := k.submit()
+	for _, c := range []struct{ method, path, names string }{
+		{"GET", "/v1/jobs?limt=5", `unknown query parameter "limt" (this route takes: state, cursor, limit)`},
+		{"GET", "/v1/jobs/" + id + "?wiat=1", `unknown query parameter "wiat" (this route takes: wait)`},
+		{"POST", "/v1/jobs?wait=1&callback=x", `unknown query parameter "callback" (this route takes: wait)`},
+		{"DELETE", "/v1/jobs/" + id + "?force=1", `unknown query parameter "force" (this route takes: none)`},
+		{"GET", "/healthz?verbose", `unknown query parameter "verbose" (this route takes: none)`},
+		{"HEAD", "/v1/renderers?x=1", ""},
+		{"GET", "/v1/jobs?limit=5&limit=6", `query parameter limit is given 2 times`},
+		{"GET", "/v1/jobs?state=queued;limit=5", "the query string is malformed"},
+	} {
+		a := k.call(c.method, c.path, "application/json", svgJob)
+		if a.status != 400 || (c.method != "HEAD" && (a.code != "invalid_request" || !strings.Contains(a.detail, c.names))) {
+			t.Errorf("%s %s: %d %s, want 400 invalid_request saying %s", c.method, c.path, a.status, a.body, c.names)
+		}
+	}
+	for _, path := range []string{"/v1/jobs?state=queued&limit=5", "/v1/jobs/" + id + "?wait=0", "/v1/jobs?cursor="} {
+		if a := k.call("GET", path, "", ""); a.status != 200 {
+			t.Errorf("GET %s: %d %s, want 200", path, a.status, a.body)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 
 // What an HTTP client expects of the API beyond its own routes (issue
 // 15): HEAD wherever GET is, Allow on a 405, 415 for a body of another
-// type, an idempotent DELETE. Every answer through c.do is
+// type, an idempotent DELETE, unknown query parameters refused. Every answer through c.do is
 // checked against openapi.yaml.
 func TestHTTPSemantics(t *testing.T) {
 	s := newStack(t, stackOpts{noWorker: true})
@@ -80,6 +81,20 @@ func TestHTTPSemantics(t *testing.T) {
 		}
 		if r := c.do("DELETE", "/v1/jobs/"+id, key, "", nil, nil); r.Status != 409 || r.problemCode(t) != "already_finished" {
 			t.Errorf("cancel of a succeeded job: %d %s, want 409 already_finished", r.Status, tail(r.Body))
+		}
+	})
+
+	t.Run("unknown query parameters", func(t *testing.T) {
+		for _, path := range []string{"/v1/jobs?limt=5", "/v1/jobs/" + id + "?wiat=5", "/healthz?verbose=1", "/v1/jobs/" + id + "/outputs/output.svg?inline=1"} {
+			r := c.do("GET", path, key, "", nil, nil)
+			var p struct {
+				Code   string `json:"code"`
+				Detail string `json:"detail"`
+			}
+			r.json(t, &p)
+			if r.Status != 400 || p.Code != "invalid_request" || !strings.Contains(p.Detail, "unknown query parameter") {
+				t.Errorf("GET %s: %d %s, want 400 invalid_request naming the parameter", path, r.Status, tail(r.Body))
+			}
 		}
 	})
 }
