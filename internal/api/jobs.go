@@ -330,9 +330,11 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		s.ledgerProblem(w, err)
 		return
 	}
+	// The same shape as GET /v1/jobs/{id}, webhook included: a client
+	// should not have to fetch each job again to see its delivery.
 	views := make([]jobView, 0, len(jobs))
 	for _, j := range jobs {
-		views = append(views, view(j))
+		views = append(views, s.withWebhook(r.Context(), view(j), j))
 	}
 	out := map[string]any{"jobs": views}
 	if next != "" {

@@ -170,3 +170,33 @@ func TestUnknownQueryParameterIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A listed job is the job GET /v1/jobs/{id} shows, its webhook included.
+func TestListShowsWhatGetShows(t *testing.T) {
+	k := newKeyed(t)
+	ctx := context.Background()
+	hooked, _, err := k.ledger.CreateJob(ctx, ledger.Job{Owner: k.owner, Renderer: "svg-png", Options: []byte("{}"), Limits: []byte("{}"),
+		InputSHA256: strings.Repeat("0", 64), InputSize: 1, CallbackURL: "https://hooks.example.com/renderbox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.ledger.Finish(ctx, hooked.ID, ledger.FinishOptions{State: ledger.StateFailed, ErrorCode: "render_failed", ErrorMessage: "x", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	plain := k.submit()
+	var list struct {
+		Jobs []json.RawMessage `json:"jobs"`
+	}
+	if a := k.call("GET", "/v1/jobs", "", ""); a.status != 200 || json.Unmarshal(a.body, &list) != nil || len(list.Jobs) != 2 {
+		t.Fatalf("GET /v1/jobs: %d %s, want two jobs", a.status, a.body)
+	}
+	for i, id := range []string{plain, hooked.ID} { // newest first
+		got := k.call("GET", "/v1/jobs/"+id, "", "")
+		if strings.TrimSpace(string(got.body)) != string(list.Jobs[i]) {
+			t.Errorf("job %s\nlisted as %s\nGET shows %s", id, list.Jobs[i], got.body)
+		}
+	}
+	if !strings.Contains(string(list.Jobs[1]), `"webhook":{"url":"https://hooks.example.com/renderbox"`) {
+		t.Errorf("the listed job with a callback_url has no webhook: %s", list.Jobs[1])
+	}
+}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -13,10 +14,13 @@ import (
 
 // What an HTTP client expects of the API beyond its own routes (issue
 // 15): HEAD wherever GET is, Allow on a 405, 415 for a body of another
-// type, an idempotent DELETE, unknown query parameters refused. Every answer through c.do is
+// type, an idempotent DELETE, unknown query parameters refused, list and get showing one
+// job shape. Every answer through c.do is
 // checked against openapi.yaml.
 func TestHTTPSemantics(t *testing.T) {
-	s := newStack(t, stackOpts{noWorker: true})
+	// Webhooks may go to 127.0.0.2, where nothing answers: a job's webhook
+	// then shows in the job as waiting for its end.
+	s := newStack(t, stackOpts{noWorker: true, apiArgs: []string{"-webhook-allow", "127.0.0.2/32"}})
 	c := s.client
 	key := s.key("semantics")
 	id := submitOK(t, c, key, "dot-svg", samples.DOT("semantics"))
@@ -95,6 +99,27 @@ func TestHTTPSemantics(t *testing.T) {
 			if r.Status != 400 || p.Code != "invalid_request" || !strings.Contains(p.Detail, "unknown query parameter") {
 				t.Errorf("GET %s: %d %s, want 400 invalid_request naming the parameter", path, r.Status, tail(r.Body))
 			}
+		}
+	})
+
+	t.Run("list shows what get shows", func(t *testing.T) {
+		r, hooked := submitFields(t, c, key, "dot-svg", samples.DOT("hooked"), map[string]any{"callback_url": "http://127.0.0.2:9/hook"}, "", nil)
+		if r.Status != 202 {
+			t.Fatalf("submitting with a callback_url: %d %s", r.Status, tail(r.Body))
+		}
+		var list struct {
+			Jobs []json.RawMessage `json:"jobs"`
+		}
+		c.do("GET", "/v1/jobs?limit=100", key, "", nil, nil).json(t, &list)
+		var listed json.RawMessage
+		for _, j := range list.Jobs {
+			if bytes.Contains(j, []byte(`"id":"`+hooked.ID+`"`)) {
+				listed = j
+			}
+		}
+		got := c.do("GET", "/v1/jobs/"+hooked.ID, key, "", nil, nil)
+		if !bytes.Equal(bytes.TrimSpace(got.Body), listed) || !bytes.Contains(listed, []byte(`"webhook":{"url":"http://127.0.0.2:9/hook"`)) {
+			t.Errorf("the job with a webhook\nlisted as %s\nGET shows %s\nwant the same, webhook included", listed, got.Body)
 		}
 	})
 }
