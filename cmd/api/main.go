@@ -38,6 +38,7 @@ import (
 	"github.com/renderbox/renderbox"
 	"github.com/renderbox/renderbox/internal/api"
 	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/cidr"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/webhook"
@@ -87,6 +88,10 @@ type Config struct {
 	// WebhookAllow lists non-public ranges webhooks may reach (CIDRs,
 	// comma-separated). Default none. Env RENDERBOX_WEBHOOK_ALLOW.
 	WebhookAllow string
+	// TrustedProxies lists the peers (CIDRs or addresses, comma-separated)
+	// whose X-Request-Id header is taken as a request's id; others get an
+	// id of the API's own. Default none. Env RENDERBOX_TRUSTED_PROXIES.
+	TrustedProxies string
 	// WebhookRetry is the wait before each retry. Default
 	// webhook.DefaultSchedule (5s … 12h, about a day in all).
 	WebhookRetry string
@@ -131,6 +136,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Webhooks, "webhooks", true, "send webhooks to jobs' callback_url")
 	fs.StringVar(&c.WebhookSecretFile, "webhook-secret-file", env("WEBHOOK_SECRET_FILE", ""), "master secret of webhook signatures (default: webhook.key next to -db; made if missing)")
 	fs.StringVar(&c.WebhookAllow, "webhook-allow", env("WEBHOOK_ALLOW", ""), "non-public ranges webhooks may reach, e.g. 10.0.0.0/8 (public addresses only by default)")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", env("TRUSTED_PROXIES", ""), "peers (CIDRs or addresses, comma-separated) whose X-Request-Id is taken as the request's id, e.g. 127.0.0.1 for a proxy on this host (none by default)")
 	fs.StringVar(&c.WebhookRetry, "webhook-retry", "", "wait before each webhook retry, e.g. 5s,30s,2m (default 5s,30s,2m,10m,30m,1h,3h,6h,12h)")
 	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
 	fs.DurationVar(&c.Events.RetryAfter, "event-retry-after", 5*time.Second, "a result event not applied (ledger error, unknown job, a replica that died) is retried by any replica after this")
@@ -211,6 +217,9 @@ func (c Config) validate() error {
 	}
 	if c.Events.RetryAfter < 100*time.Millisecond || c.Events.MaxDeliveries < 1 {
 		return fmt.Errorf("config: -event-retry-after %s must be at least 100ms and -event-max-deliveries %d at least 1", c.Events.RetryAfter, c.Events.MaxDeliveries)
+	}
+	if _, err := cidr.Parse(c.TrustedProxies); err != nil {
+		return fmt.Errorf("config: -trusted-proxies: %w", err)
 	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
@@ -326,8 +335,9 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}
+	proxies, _ := cidr.Parse(c.TrustedProxies) // checked by validate
 	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Diagnostics: c.Diagnostics,
-		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events}
+		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events, TrustedProxies: proxies}
 	srv := s.HTTPServer(c.Addr)
 	var msrv *http.Server
 	if c.MetricsAddr != "" {

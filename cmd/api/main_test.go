@@ -90,3 +90,18 @@ func (l quietListener) assertUntouched(t *testing.T) {
 		t.Errorf("%s was dialed, want nothing opened", l.Addr())
 	}
 }
+
+// A -trusted-proxies that does not parse stops serve before it opens
+// anything, naming the flag.
+func TestTrustedProxiesChecked(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ledger.db")
+	t.Setenv("RENDERBOX_DB", db)
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve", "-trusted-proxies", "10.0.0.0/8,proxy.internal"}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "-trusted-proxies") || !strings.Contains(stderr.String(), "proxy.internal") {
+		t.Errorf("got exit %d and %q, want 1 and an error naming -trusted-proxies and the bad entry", code, stderr.String())
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("the ledger was opened (stat: %v)", err)
+	}
+}

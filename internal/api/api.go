@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -112,6 +113,10 @@ type Server struct {
 	WorkerHeartbeatTimeout time.Duration
 	// Events: how result events this replica could not apply are retried.
 	Events EventConfig
+	// TrustedProxies are the peers whose X-Request-Id is taken as the
+	// request's id (a proxy in front of the API); from any other peer the
+	// header is replaced by an id of the API's own. Default none.
+	TrustedProxies []netip.Prefix
 	// Build is what GET /version and renderbox_build_info report; the zero
 	// value means the running binary's own (buildinfo.Read).
 	Build buildinfo.Info
@@ -166,7 +171,7 @@ func (s *Server) init() {
 func (s *Server) Handler() http.Handler {
 	s.setup()
 	r := chi.NewRouter()
-	r.Use(s.paceBody, middleware.RequestID, middleware.Recoverer, s.metrics.middleware, s.limitInFlight)
+	r.Use(s.paceBody, s.requestID, s.accessLog, middleware.Recoverer, s.metrics.middleware, s.limitInFlight)
 	// Each route names the query parameters it takes; any other is
 	// refused (see onlyQuery).
 	bare := r.With(onlyQuery())

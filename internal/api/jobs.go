@@ -243,7 +243,7 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	// turn with other keys' jobs (see RunQueue).
 	err = s.Queue.Submit(ctx, queue.Payload{
 		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: opts, Limits: job.Limits,
-		InputType: sub.InputType, OutputName: job.OutputName, Accepted: job.CreatedAt,
+		InputType: sub.InputType, OutputName: job.OutputName, Accepted: job.CreatedAt, RequestID: requestIDOf(r),
 	}, int64(len(sub.Input)), timeout, s.Limits.MaxRetry)
 	if err == nil {
 		s.wakeDispatcher()

@@ -123,3 +123,36 @@ func TestHTTPSemantics(t *testing.T) {
 		}
 	})
 }
+
+// A request's id travels with the job it submits: returned in
+// X-Request-Id, in the API's access log line, and on the worker's log
+// lines for the job. One sent by a trusted proxy is kept; others are
+// replaced by the API's own.
+func TestRequestIDReachesTheWorker(t *testing.T) {
+	s := newStack(t, stackOpts{apiArgs: []string{"-trusted-proxies", "127.0.0.1"}})
+	key := s.key("traced")
+	r, j := submitJSON(t, s.client, key, "svg-png", samples.SVG(40, 40, 5, 5, 10), nil, "?wait=30", map[string]string{"X-Request-Id": "lb-e2e-7f3a"})
+	if r.Status != 200 || j.State != "succeeded" || r.Header.Get("X-Request-Id") != "lb-e2e-7f3a" {
+		t.Fatalf("a traced job: %d %s, X-Request-Id %q; want succeeded and the proxy's id", r.Status, j.State, r.Header.Get("X-Request-Id"))
+	}
+	r2, j2 := submitJSON(t, s.client, key, "svg-png", samples.SVG(40, 40, 5, 5, 11), nil, "?wait=30", nil)
+	own := r2.Header.Get("X-Request-Id")
+	if r2.Status != 200 || j2.State != "succeeded" || !strings.HasPrefix(own, "req_") {
+		t.Fatalf("a job without an id: %d %s, X-Request-Id %q; want succeeded and an id of the API's own", r2.Status, j2.State, own)
+	}
+	for _, c := range []struct{ job, id string }{{j.ID, "lb-e2e-7f3a"}, {j2.ID, own}} {
+		want := `"request_id":"` + c.id + `"`
+		finished := false
+		for _, l := range strings.Split(s.worker.output(), "\n") {
+			if strings.Contains(l, `"job_id":"`+c.job+`"`) && strings.Contains(l, `"msg":"job finished"`) {
+				finished = strings.Contains(l, want)
+			}
+		}
+		if !finished {
+			t.Errorf("the worker's \"job finished\" line for %s lacks %s:\n%s", c.job, want, tailStr(s.worker.output(), 3000))
+		}
+		if !strings.Contains(s.api.output(), `"msg":"http request","method":"POST","path":"/v1/jobs","status":200`) || !strings.Contains(s.api.output(), want) {
+			t.Errorf("the API's access log lacks the POST with %s:\n%s", want, tailStr(s.api.output(), 3000))
+		}
+	}
+}
