@@ -29,6 +29,8 @@ type jobView struct {
 	Attempts int             `json:"attempts"`
 	// OutputName is the client's base name for the outputs, if it gave one.
 	OutputName string `json:"output_name,omitempty"`
+	// RequestID is the X-Request-Id of the request that submitted the job.
+	RequestID string `json:"request_id,omitempty"`
 	// SandboxMode: cold, prebooted or restored, once a sandbox ran it.
 	SandboxMode string `json:"sandbox_mode,omitempty"`
 	// Worker: which worker ended the job and the rootfs it ran, once one did.
@@ -71,7 +73,7 @@ type outputView struct {
 func view(j ledger.Job) jobView {
 	v := jobView{
 		ID: j.ID, Renderer: j.Renderer, State: string(j.State), Options: j.Options,
-		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize, Type: j.InputType}, Attempts: j.Attempts, OutputName: j.OutputName,
+		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize, Type: j.InputType}, Attempts: j.Attempts, OutputName: j.OutputName, RequestID: j.RequestID,
 		SandboxMode: j.SandboxMode, CreatedAt: j.CreatedAt.UTC(), Outputs: []outputView{}, Diagnostics: j.Diagnostics,
 	}
 	if len(v.Options) == 0 {
@@ -195,7 +197,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	want := ledger.Job{
 		Owner: key.ID, Renderer: rd.Name, Options: opts, Limits: limits, InputSHA256: hex.EncodeToString(sum[:]),
 		InputSize: int64(len(sub.Input)), InputType: plan.InputType, IdempotencyKey: idem, CallbackURL: sub.CallbackURL,
-		OutputName: sub.OutputName,
+		OutputName: sub.OutputName, RequestID: requestIDOf(r),
 	}
 	job, created, err := s.Ledger.CreateJob(ctx, want)
 	if err != nil {

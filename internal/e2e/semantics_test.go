@@ -125,8 +125,8 @@ func TestHTTPSemantics(t *testing.T) {
 }
 
 // A request's id travels with the job it submits: returned in
-// X-Request-Id, in the API's access log line, and on the worker's log
-// lines for the job. One sent by a trusted proxy is kept; others are
+// X-Request-Id, in the API's access log line, in the job's record and on
+// the worker's log lines for the job. One sent by a trusted proxy is kept; others are
 // replaced by the API's own.
 func TestRequestIDReachesTheWorker(t *testing.T) {
 	s := newStack(t, stackOpts{apiArgs: []string{"-trusted-proxies", "127.0.0.1"}})
@@ -142,6 +142,9 @@ func TestRequestIDReachesTheWorker(t *testing.T) {
 	}
 	for _, c := range []struct{ job, id string }{{j.ID, "lb-e2e-7f3a"}, {j2.ID, own}} {
 		want := `"request_id":"` + c.id + `"`
+		if got := s.client.do("GET", "/v1/jobs/"+c.job, key, "", nil, nil); !strings.Contains(string(got.Body), want) {
+			t.Errorf("the job %s does not record %s: %s", c.job, want, tail(got.Body))
+		}
 		finished := false
 		for _, l := range strings.Split(s.worker.output(), "\n") {
 			if strings.Contains(l, `"job_id":"`+c.job+`"`) && strings.Contains(l, `"msg":"job finished"`) {
