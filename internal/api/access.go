@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"time"
@@ -44,6 +45,12 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 		w.Header().Set(RequestIDHeader, id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), &requestIDKey{}, id)))
 	})
+}
+
+// reqLog is the logger for what a request's handler reports: its lines
+// carry the request's id, as its access log line does.
+func (s *Server) reqLog(r *http.Request) *slog.Logger {
+	return s.Logger.With("request_id", requestIDOf(r))
 }
 
 func (s *Server) fromTrustedProxy(r *http.Request) bool {

@@ -28,7 +28,7 @@ import (
 func (s *Server) getOutputsZip(w http.ResponseWriter, r *http.Request) {
 	job, err := s.Ledger.GetJob(r.Context(), keyOf(r).ID, chi.URLParam(r, "id"))
 	if err != nil {
-		s.ledgerProblem(w, err)
+		s.ledgerProblem(w, r, err)
 		return
 	}
 	if job.State != ledger.StateSucceeded {
@@ -83,7 +83,7 @@ func (s *Server) getOutputsZip(w http.ResponseWriter, r *http.Request) {
 // the connection is cut rather than the response ended as if whole.
 func (s *Server) abortZip(r *http.Request, job, output string, err error) {
 	if r.Context().Err() == nil { // not the client hanging up
-		s.Logger.Warn("streaming outputs.zip", "job_id", job, "output", output, "err", err)
+		s.reqLog(r).Warn("streaming outputs.zip", "job_id", job, "output", output, "err", err)
 	}
 	panic(http.ErrAbortHandler)
 }

@@ -201,7 +201,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	}
 	job, created, err := s.Ledger.CreateJob(ctx, want)
 	if err != nil {
-		s.Logger.Error("recording a job", "err", err)
+		s.reqLog(r).Error("recording a job", "err", err)
 		problem(w, http.StatusInternalServerError, "internal", "recording the job failed")
 		return
 	}
@@ -217,7 +217,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		// The job was accepted into the ledger: it must still end.
 		_, _ = s.Ledger.Finish(ctx, job.ID, ledger.FinishOptions{State: ledger.StateFailed, ErrorCode: "internal", ErrorMessage: "the job could not be queued", At: time.Now()})
 		s.wakeWebhooks()
-		s.Logger.Error("queueing a job", "job_id", job.ID, "err", err)
+		s.reqLog(r).Error("queueing a job", "job_id", job.ID, "err", err)
 		w.Header().Set("Retry-After", "5")
 		problem(w, http.StatusServiceUnavailable, "unavailable", "the queue is unreachable; retry later")
 		return
@@ -283,7 +283,7 @@ func parseWait(v string, max time.Duration) (time.Duration, error) {
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	job, err := s.Ledger.GetJob(r.Context(), keyOf(r).ID, chi.URLParam(r, "id"))
 	if err != nil {
-		s.ledgerProblem(w, err)
+		s.ledgerProblem(w, r, err)
 		return
 	}
 	wait, err := parseWait(r.URL.Query().Get("wait"), s.Limits.MaxWait)
@@ -299,14 +299,14 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.withWebhook(r.Context(), view(job), job))
 }
 
-func (s *Server) ledgerProblem(w http.ResponseWriter, err error) {
+func (s *Server) ledgerProblem(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		problem(w, http.StatusNotFound, "not_found", "no such job")
 	case errors.Is(err, ledger.ErrBadCursor), errors.Is(err, ledger.ErrInvalid):
 		problem(w, http.StatusBadRequest, "invalid_request", err.Error())
 	default:
-		s.Logger.Error("ledger", "err", err)
+		s.reqLog(r).Error("ledger", "err", err)
 		problem(w, http.StatusInternalServerError, "internal", "reading the ledger failed")
 	}
 }
@@ -329,7 +329,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	jobs, next, err := s.Ledger.ListJobs(r.Context(), keyOf(r).ID, ledger.ListOptions{State: state, Cursor: q.Get("cursor"), Limit: limit})
 	if err != nil {
-		s.ledgerProblem(w, err)
+		s.ledgerProblem(w, r, err)
 		return
 	}
 	// The same shape as GET /v1/jobs/{id}, webhook included: a client
@@ -362,13 +362,13 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.ledgerProblem(w, err)
+		s.ledgerProblem(w, r, err)
 		return
 	}
 	if err := s.Queue.Cancel(r.Context(), job.ID); err != nil {
 		// The ledger says canceled; the worker will also see the marker
 		// the next time Redis answers, or its result is ignored.
-		s.Logger.Error("signalling a cancel", "job_id", job.ID, "err", err)
+		s.reqLog(r).Error("signalling a cancel", "job_id", job.ID, "err", err)
 	}
 	s.jobEnded(r.Context(), job.ID)
 	s.wakeWebhooks()
@@ -378,7 +378,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {
 	job, err := s.Ledger.GetJob(r.Context(), keyOf(r).ID, chi.URLParam(r, "id"))
 	if err != nil {
-		s.ledgerProblem(w, err)
+		s.ledgerProblem(w, r, err)
 		return
 	}
 	name := chi.URLParam(r, "name")

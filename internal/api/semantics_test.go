@@ -25,6 +25,7 @@ type keyed struct {
 	t      *testing.T
 	srv    *httptest.Server
 	ledger ledger.Store
+	queue  *queue.Queue
 	key    string
 	owner  string
 }
@@ -42,9 +43,10 @@ func newKeyed(t *testing.T) *keyed {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t, false)})
 	t.Cleanup(func() { rdb.Close() })
-	srv := httptest.NewServer((&api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, 0)}).Handler())
+	q := queue.New(rdb, 0)
+	srv := httptest.NewServer((&api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: q}).Handler())
 	t.Cleanup(srv.Close)
-	return &keyed{t: t, srv: srv, ledger: store, key: secret, owner: k.ID}
+	return &keyed{t: t, srv: srv, ledger: store, queue: q, key: secret, owner: k.ID}
 }
 
 // answer is a response read whole, with its problem code if it is one.
