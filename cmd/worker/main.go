@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -82,9 +83,19 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "worker: unknown command %q\n\n%s", argv[0], usage)
 		return 2
 	}
+	if errors.As(err, new(usageError)) {
+		fmt.Fprintf(stderr, "worker: %v\n\n%s", err, usage)
+		return 2
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 1
 	}
 	return 0
 }
+
+// usageError is a command line that is not understood: run prints the
+// usage with it and exits 2.
+type usageError string
+
+func (e usageError) Error() string { return string(e) }

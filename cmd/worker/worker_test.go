@@ -351,6 +351,8 @@ func TestCommandLine(t *testing.T) {
 	}{
 		{args: []string{"version"}, code: 2, stderr: "usage: worker"},
 		{args: []string{"nonsense", "-state-dir", state}, code: 2, stderr: `unknown command "nonsense"`},
+		{args: []string{"serve", "-state-dir", state, "now"}, code: 2, stderr: `worker serve takes no arguments, got "now"`},
+		{args: []string{"reap", "-state-dir", state, "all"}, code: 2, stderr: "usage: worker"},
 		{args: nil, code: 2, stderr: "usage: worker"},
 		{args: []string{"-version"}, code: 0, stdout: "worker "},
 		{args: []string{"help"}, code: 0, stdout: "usage: worker"},
