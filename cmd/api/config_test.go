@@ -91,7 +91,7 @@ func TestKeysOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := keys(ctx, []string{"create", "-db-file", f, "ci"}); err != nil {
+	if err := keys(ctx, []string{"create", "-db-file", f, "ci"}, io.Discard, io.Discard); err != nil {
 		t.Fatalf("keys create: %v", err)
 	}
 	s, err := ledger.OpenStore(ctx, url)
@@ -103,7 +103,7 @@ func TestKeysOnPostgres(t *testing.T) {
 	if err != nil || len(ks) != 1 || ks[0].Name != "ci" {
 		t.Fatalf("keys in the ledger: got %v, %v; want the one named ci", ks, err)
 	}
-	if err := keys(ctx, []string{"list", "-db", url}); err == nil || !strings.Contains(err.Error(), "carries a password") {
+	if err := keys(ctx, []string{"list", "-db", url}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "carries a password") {
 		t.Errorf("keys list with the password in -db: got %v, want a refusal", err)
 	}
 }

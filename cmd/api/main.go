@@ -6,6 +6,10 @@
 //	api keys create -admin -db F NAME an admin key: also GET /v1/workers
 //	api keys revoke -db F ID          revoke a key
 //	api keys list -db F               list keys
+//	api -version                      print the build and exit
+//
+// Any other command is refused with the usage before anything is opened:
+// "api version" once ran serve, which opened the live ledger and Redis.
 //
 // The ledger (-db) is a SQLite file or a PostgreSQL URL; a URL with a
 // password comes from RENDERBOX_DB or a file (-db-file), never from a
@@ -17,6 +21,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -31,6 +37,8 @@ import (
 
 	"github.com/renderbox/renderbox"
 	"github.com/renderbox/renderbox/internal/api"
+	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/cidr"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/webhook"
@@ -80,6 +88,10 @@ type Config struct {
 	// WebhookAllow lists non-public ranges webhooks may reach (CIDRs,
 	// comma-separated). Default none. Env RENDERBOX_WEBHOOK_ALLOW.
 	WebhookAllow string
+	// TrustedProxies lists the peers (CIDRs or addresses, comma-separated)
+	// whose X-Request-Id header is taken as a request's id; others get an
+	// id of the API's own. Default none. Env RENDERBOX_TRUSTED_PROXIES.
+	TrustedProxies string
 	// WebhookRetry is the wait before each retry. Default
 	// webhook.DefaultSchedule (5s … 12h, about a day in all).
 	WebhookRetry string
@@ -124,6 +136,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Webhooks, "webhooks", true, "send webhooks to jobs' callback_url")
 	fs.StringVar(&c.WebhookSecretFile, "webhook-secret-file", env("WEBHOOK_SECRET_FILE", ""), "master secret of webhook signatures (default: webhook.key next to -db; made if missing)")
 	fs.StringVar(&c.WebhookAllow, "webhook-allow", env("WEBHOOK_ALLOW", ""), "non-public ranges webhooks may reach, e.g. 10.0.0.0/8 (public addresses only by default)")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", env("TRUSTED_PROXIES", ""), "peers (CIDRs or addresses, comma-separated) whose X-Request-Id is taken as the request's id, e.g. 127.0.0.1 for a proxy on this host (none by default)")
 	fs.StringVar(&c.WebhookRetry, "webhook-retry", "", "wait before each webhook retry, e.g. 5s,30s,2m (default 5s,30s,2m,10m,30m,1h,3h,6h,12h)")
 	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
 	fs.DurationVar(&c.Events.RetryAfter, "event-retry-after", 5*time.Second, "a result event not applied (ledger error, unknown job, a replica that died) is retried by any replica after this")
@@ -205,39 +218,87 @@ func (c Config) validate() error {
 	if c.Events.RetryAfter < 100*time.Millisecond || c.Events.MaxDeliveries < 1 {
 		return fmt.Errorf("config: -event-retry-after %s must be at least 100ms and -event-max-deliveries %d at least 1", c.Events.RetryAfter, c.Events.MaxDeliveries)
 	}
+	if _, err := cidr.Parse(c.TrustedProxies); err != nil {
+		return fmt.Errorf("config: -trusted-proxies: %w", err)
+	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
 	}
 	return nil
 }
 
+const usage = `usage: api [serve] [flags]    serve the API (the default command; "api -addr …" is "api serve -addr …")
+       api keys create [-admin] [-create] [-db FILE|URL | -db-file F] NAME
+       api keys revoke [-db …] ID
+       api keys list [-db …]
+       api -version                print the build and exit
+
+Run "api serve -h" or "api keys create -h" for the flags.
+`
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	args := os.Args[1:]
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run carries out one command line and returns the exit status: 0, 1 for
+// a command that failed, 2 for a command line not understood — which
+// opens nothing.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "keys") {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
 	var err error
 	switch cmd {
 	case "serve":
-		err = serve(ctx, args)
+		err = serve(ctx, args, stdout)
 	case "keys":
-		err = keys(ctx, args)
+		err = keys(ctx, args, stdout, stderr)
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "api: unknown command %q\n\n%s", cmd, usage)
+		return 2
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "api: %v\n", err)
-		os.Exit(1)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "api: %v\n\n%s", err, usage)
+		return 2
+	case err != nil:
+		fmt.Fprintf(stderr, "api: %v\n", err)
+		return 1
 	}
+	return 0
 }
 
-func serve(ctx context.Context, args []string) error {
+// usageError is a command line that is not understood: run prints the
+// usage with it and exits 2.
+type usageError string
+
+func (e usageError) Error() string { return string(e) }
+
+func usagef(format string, a ...any) error { return usageError(fmt.Sprintf(format, a...)) }
+
+func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	var c Config
 	fs := flag.NewFlagSet("api serve", flag.ContinueOnError)
 	c.bind(fs)
+	version := fs.Bool("version", false, "print the build (version, VCS revision, Go release) and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *version {
+		buildinfo.Read().Print(stdout, "api")
+		return nil
+	}
+	if fs.NArg() > 0 {
+		return usagef("api serve takes no arguments, got %q", fs.Arg(0))
 	}
 	if err := c.resolveDB(fs); err != nil {
 		return err
@@ -274,8 +335,9 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}
+	proxies, _ := cidr.Parse(c.TrustedProxies) // checked by validate
 	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Diagnostics: c.Diagnostics,
-		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events}
+		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events, TrustedProxies: proxies}
 	srv := s.HTTPServer(c.Addr)
 	var msrv *http.Server
 	if c.MetricsAddr != "" {
@@ -331,7 +393,7 @@ func serve(ctx context.Context, args []string) error {
 		go func() { errc <- msrv.Serve(mln) }()
 	}
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("api listening", "addr", ln.Addr().String(), "metrics_addr", maddr, "redis", redisShown, "db", ledger.Redact(c.DB))
+	log.Info("api listening", "addr", ln.Addr().String(), "metrics_addr", maddr, "redis", redisShown, "db", ledger.Redact(c.DB), "version", buildinfo.Read().Version)
 	// Either listener failing (its address taken) ends the process; a
 	// shutdown ends both with ErrServerClosed.
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -341,22 +403,36 @@ func serve(ctx context.Context, args []string) error {
 	return nil
 }
 
-func keys(ctx context.Context, args []string) error {
+func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: api keys create|revoke|list [-db FILE|-db-file F] [-admin] [NAME|ID]")
+		return usagef("api keys needs a command: create, revoke or list")
 	}
 	sub := args[0]
+	switch sub {
+	case "create", "revoke", "list":
+	default:
+		// Refused before the ledger is opened: a mistyped command must
+		// not make or migrate a ledger.
+		return usagef("unknown keys command %q (create, revoke, list)", sub)
+	}
 	fs := flag.NewFlagSet("api keys "+sub, flag.ContinueOnError)
 	var c Config
 	c.bind(fs)
-	admin := false
+	admin, create := false, false
 	if sub == "create" {
 		fs.BoolVar(&admin, "admin", false, "an admin key: may also list the workers (GET /v1/workers)")
+		fs.BoolVar(&create, "create", false, "make the SQLite ledger -db names if it does not exist (a new, empty ledger)")
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	if want := map[string]int{"create": 1, "revoke": 1, "list": 0}[sub]; fs.NArg() != want {
+		return usagef("api keys %s takes %s, got %d arguments", sub, map[string]string{"create": "one NAME", "revoke": "one ID", "list": "none"}[sub], fs.NArg())
+	}
 	if err := c.resolveDB(fs); err != nil {
+		return err
+	}
+	if err := ledgerExists(c.DB, create); err != nil {
 		return err
 	}
 	store, err := ledger.OpenStore(ctx, c.DB)
@@ -366,9 +442,6 @@ func keys(ctx context.Context, args []string) error {
 	defer store.Close()
 	switch sub {
 	case "create":
-		if fs.NArg() != 1 {
-			return errors.New("usage: api keys create NAME")
-		}
 		create, kind := store.CreateKey, "key"
 		if admin {
 			create, kind = store.CreateAdminKey, "admin key"
@@ -377,16 +450,13 @@ func keys(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "created %s %s (%s); the secret below is shown once:\n", kind, k.ID, k.Name)
-		fmt.Println(secret)
+		fmt.Fprintf(stderr, "created %s %s (%s); the secret below is shown once:\n", kind, k.ID, k.Name)
+		fmt.Fprintln(stdout, secret)
 	case "revoke":
-		if fs.NArg() != 1 {
-			return errors.New("usage: api keys revoke ID")
-		}
 		if err := store.RevokeKey(ctx, fs.Arg(0)); err != nil {
 			return err
 		}
-		fmt.Printf("revoked %s\n", fs.Arg(0))
+		fmt.Fprintf(stdout, "revoked %s\n", fs.Arg(0))
 	case "list":
 		ks, err := store.ListKeys(ctx)
 		if err != nil {
@@ -400,10 +470,24 @@ func keys(ctx context.Context, args []string) error {
 			if k.Admin {
 				state += "\tadmin"
 			}
-			fmt.Printf("%s\t%s\t%s\t%s\n", k.ID, k.Name, k.CreatedAt.UTC().Format(time.RFC3339), state)
+			fmt.Fprintf(stdout, "%s\t%s\t%s\t%s\n", k.ID, k.Name, k.CreatedAt.UTC().Format(time.RFC3339), state)
 		}
-	default:
-		return fmt.Errorf("unknown keys command %q (create, revoke, list)", sub)
+	}
+	return nil
+}
+
+// ledgerExists refuses a SQLite ledger path that names no file unless
+// create says to make one: opening makes a missing file, and a misspelled
+// -db once gave a key in a new, empty ledger that no API served. A
+// PostgreSQL URL names a database that is there or not; nothing to check.
+func ledgerExists(db string, create bool) error {
+	if ledger.IsPostgresURL(db) || create {
+		return nil
+	}
+	if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("the ledger %s does not exist (check -db, or RENDERBOX_DB; api serve makes it at its first start, or add -create to make an empty one here)", db)
+	} else if err != nil {
+		return fmt.Errorf("the ledger %s: %w", db, err)
 	}
 	return nil
 }

@@ -34,6 +34,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/buildinfo"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/rootfs"
 	"github.com/renderbox/renderbox/internal/samples"
@@ -59,7 +60,19 @@ func main() {
 	coldFile := flag.String("cold", "", "warm: JSON lines holding the cold served lines; prints a warm/cold summary")
 	tree := flag.String("rootfs", envOr("RENDERBOX_ROOTFS", "/var/lib/renderbox/rootfs/current"), "built rootfs tree")
 	runsc := flag.String("runsc", os.Getenv("RENDERBOX_RUNSC"), "runsc binary")
+	version := flag.Bool("version", false, "print the build (version, VCS revision, Go release) and exit")
 	flag.Parse()
+	if *version {
+		buildinfo.Read().Print(os.Stdout, "bench")
+		return
+	}
+	// bench has no commands: a word on its command line is a mistake
+	// (perhaps "bench version"), refused before anything is measured.
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "bench: takes only flags, got %q\n\n", flag.Arg(0))
+		flag.Usage()
+		os.Exit(2)
+	}
 	served := servedOpts{
 		mode: *mode, renderers: strings.Split(*servedRenderers, ","), serial: max(1, *servedSerial), jobs: max(1, *servedJobs),
 		concurrency: max(1, *servedConc), metrics: *workerMetrics, poolWait: *poolWait, coldFile: *coldFile,

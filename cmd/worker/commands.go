@@ -41,6 +41,12 @@ func parse(name string, args []string, extra func(*flag.FlagSet)) (Config, []str
 		rest = append(rest, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	// Only render takes an argument (its input); a stray word elsewhere
+	// ("worker serve now") is refused before anything is looked at, as an
+	// unknown command is.
+	if name != "render" && len(rest) > 0 {
+		return c, rest, usageError(fmt.Sprintf("worker %s takes no arguments, got %q", name, rest[0]))
+	}
 	c = c.withDefaults()
 	if err := c.validate(); err != nil {
 		return c, rest, err

@@ -10,16 +10,22 @@
 //	worker rootfs export|import  pack a built rootfs into one archive, or
 //	                             install one on a host that builds none
 //
+//	worker -version              print the build and exit
+//
 // There is no unsandboxed fallback: every command that renders refuses to
 // run without a working runsc, cgroups and a rootfs.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/renderbox/renderbox/internal/buildinfo"
 )
 
 const usage = `usage: worker <command> [flags]
@@ -34,19 +40,27 @@ commands:
              pack it for other hosts: worker rootfs export -o OUTDIR [TREE]
              install a packed one: worker rootfs import [-sha256 HEX] [-dir DIR] ARCHIVE
 
-Run "worker <command> -h" for its flags.
+Run "worker <command> -h" for its flags; "worker -version" prints the build.
 `
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run carries out one command line and returns the exit status: 0, 1 for
+// a command that failed, 2 for a command line not understood — which
+// touches nothing.
+func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
+	if len(argv) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
 	var err error
-	args := os.Args[2:]
-	switch os.Args[1] {
+	args := argv[1:]
+	switch argv[0] {
 	case "serve":
 		err = cmdServe(ctx, args)
 	case "check":
@@ -60,14 +74,28 @@ func main() {
 	case "rootfs":
 		err = cmdRootfs(ctx, args)
 	case "-h", "-help", "--help", "help":
-		fmt.Print(usage)
-		return
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "-version", "--version":
+		buildinfo.Read().Print(stdout, "worker")
+		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "worker: unknown command %q\n\n%s", os.Args[1], usage)
-		os.Exit(2)
+		fmt.Fprintf(stderr, "worker: unknown command %q\n\n%s", argv[0], usage)
+		return 2
+	}
+	if errors.As(err, new(usageError)) {
+		fmt.Fprintf(stderr, "worker: %v\n\n%s", err, usage)
+		return 2
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "worker: %v\n", err)
-		os.Exit(1)
+		fmt.Fprintf(stderr, "worker: %v\n", err)
+		return 1
 	}
+	return 0
 }
+
+// usageError is a command line that is not understood: run prints the
+// usage with it and exits 2.
+type usageError string
+
+func (e usageError) Error() string { return string(e) }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/renderbox/renderbox/internal/buildinfo"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/worker"
@@ -103,6 +104,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := worker.NewMetrics(reg)
 	worker.RegisterRootfs(reg, facts.rootfs)
+	reg.MustRegister(buildinfo.Read().Collector())
 	closePool := func() {}
 	h := &worker.Handler{Manager: m, Queue: queue.New(rdb, 0), Logger: log, Name: s.Name, RootfsDigest: facts.rootfs, Metrics: metrics}
 	if fams != nil {
@@ -179,7 +181,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	// point is not alive either.
 	defer func() { stopBeats(); <-beatsDone }()
 	log.Info("worker ready", "concurrency", s.Concurrency, "redis", redisShown, "worker_id", info.ID,
-		"rootfs_digest", info.RootfsDigest, "runsc_version", info.RunscVersion)
+		"rootfs_digest", info.RootfsDigest, "runsc_version", info.RunscVersion, "version", buildinfo.Read().Version)
 	<-ctx.Done()
 	// A draining worker takes no new jobs: it is no longer counted alive.
 	stopBeats()

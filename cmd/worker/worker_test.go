@@ -337,3 +337,37 @@ func TestRootfsExportImportCommands(t *testing.T) {
 		t.Errorf("current -> %s after a refused import, want %s", after, before)
 	}
 }
+
+// A command the worker does not know is refused with the usage and exit
+// status 2, before the worker looks at runsc, a state dir or Redis;
+// -version prints the build.
+func TestCommandLine(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stdout string // a prefix of stdout
+		stderr string // a part of stderr
+	}{
+		{args: []string{"version"}, code: 2, stderr: "usage: worker"},
+		{args: []string{"nonsense", "-state-dir", state}, code: 2, stderr: `unknown command "nonsense"`},
+		{args: []string{"serve", "-state-dir", state, "now"}, code: 2, stderr: `worker serve takes no arguments, got "now"`},
+		{args: []string{"reap", "-state-dir", state, "all"}, code: 2, stderr: "usage: worker"},
+		{args: nil, code: 2, stderr: "usage: worker"},
+		{args: []string{"-version"}, code: 0, stdout: "worker "},
+		{args: []string{"help"}, code: 0, stdout: "usage: worker"},
+	} {
+		cmd := exec.Command(workerBin, c.args...)
+		cmd.Env = append(os.Environ(), "RENDERBOX_REDIS=127.0.0.1:1")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		_ = cmd.Run()
+		if got := cmd.ProcessState.ExitCode(); got != c.code || !strings.HasPrefix(stdout.String(), c.stdout) || !strings.Contains(stderr.String(), c.stderr) {
+			t.Errorf("worker %s: got exit %d, stdout %q, stderr %q; want %d, stdout starting %q, stderr holding %q",
+				strings.Join(c.args, " "), got, stdout.String(), stderr.String(), c.code, c.stdout, c.stderr)
+		}
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("the state dir %s was made (stat: %v), want nothing touched", state, err)
+	}
+}

@@ -5,11 +5,17 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +24,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/renderbox/renderbox/internal/buildinfo"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
@@ -106,6 +113,13 @@ type Server struct {
 	WorkerHeartbeatTimeout time.Duration
 	// Events: how result events this replica could not apply are retried.
 	Events EventConfig
+	// TrustedProxies are the peers whose X-Request-Id is taken as the
+	// request's id (a proxy in front of the API); from any other peer the
+	// header is replaced by an id of the API's own. Default none.
+	TrustedProxies []netip.Prefix
+	// Build is what GET /version and renderbox_build_info report; the zero
+	// value means the running binary's own (buildinfo.Read).
+	Build buildinfo.Info
 
 	waiters      *waiters
 	waitPoll     time.Duration // ?wait= re-reads the ledger this often
@@ -144,7 +158,11 @@ func (s *Server) init() {
 		s.waitPoll = time.Second
 	}
 	s.limiters = newLimiters(s.Limits.RatePerSecond, s.Limits.Burst)
+	if s.Build == (buildinfo.Info{}) {
+		s.Build = buildinfo.Read()
+	}
 	s.metrics = newMetrics(s.Registry, s.Queue, s.Ledger, s.WorkerHeartbeatTimeout)
+	s.Registry.MustRegister(s.Build.Collector())
 	s.inFlight = newInFlight(s.HTTP)
 }
 
@@ -153,31 +171,94 @@ func (s *Server) init() {
 func (s *Server) Handler() http.Handler {
 	s.setup()
 	r := chi.NewRouter()
-	r.Use(s.paceBody, middleware.RequestID, middleware.Recoverer, s.metrics.middleware, s.limitInFlight)
-	r.Get("/healthz", s.healthz)
-	r.Get("/readyz", s.readyz)
-	r.Get("/openapi.yaml", s.openapi)
-	r.Get("/v1/renderers", s.renderers)
+	r.Use(s.paceBody, s.requestID, s.accessLog, middleware.Recoverer, s.metrics.middleware, s.limitInFlight)
+	// Each route names the query parameters it takes; any other is
+	// refused (see onlyQuery).
+	bare := r.With(onlyQuery())
+	getHead(bare, "/healthz", s.healthz)
+	getHead(bare, "/readyz", s.readyz)
+	getHead(bare, "/version", s.version)
+	getHead(bare, "/openapi.yaml", s.openapi)
+	getHead(bare, "/v1/renderers", s.renderers)
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.limitKeyInFlight)
-		r.Post("/v1/jobs", s.createJob)
-		r.Get("/v1/jobs", s.listJobs)
-		r.Get("/v1/jobs/{id}", s.getJob)
-		r.Delete("/v1/jobs/{id}", s.cancelJob)
-		r.Get("/v1/jobs/{id}/outputs/{name}", s.getOutput)
-		r.Head("/v1/jobs/{id}/outputs/{name}", s.getOutput)
-		r.Get("/v1/jobs/{id}/outputs.zip", s.getOutputsZip)
-		r.Get("/v1/webhook-secret", s.webhookSecret)
-		r.With(requireAdmin).Get("/v1/workers", s.listWorkers)
+		r.With(onlyQuery("wait")).Post("/v1/jobs", s.createJob)
+		getHead(r.With(onlyQuery("state", "cursor", "limit")), "/v1/jobs", s.listJobs)
+		getHead(r.With(onlyQuery("wait")), "/v1/jobs/{id}", s.getJob)
+		bare := r.With(onlyQuery())
+		bare.Delete("/v1/jobs/{id}", s.cancelJob)
+		getHead(bare, "/v1/jobs/{id}/outputs/{name}", s.getOutput)
+		getHead(bare, "/v1/jobs/{id}/outputs.zip", s.getOutputsZip)
+		getHead(bare, "/v1/webhook-secret", s.webhookSecret)
+		getHead(bare.With(requireAdmin), "/v1/workers", s.listWorkers)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		// RFC 9110 §15.5.6: a 405 must list the methods the resource has.
+		w.Header().Set("Allow", strings.Join(allowed(r, req), ", "))
 		// A made-up method is not quoted back: it can be near a megabyte.
-		problem(w, http.StatusMethodNotAllowed, "method_not_allowed", methodLabel(r.Method)+" is not allowed on "+r.URL.Path)
+		problem(w, http.StatusMethodNotAllowed, "method_not_allowed", methodLabel(req.Method)+" is not allowed on "+req.URL.Path)
 	})
 	return r
+}
+
+// onlyQuery refuses a request whose query holds a parameter other than
+// names, or one of them twice: an unknown parameter is most often a typo
+// (?limt=5, ?wiat=30) that, dropped in silence, gives the client an answer
+// it did not ask for. Unknown form fields are refused alike (intake.go).
+func onlyQuery(names ...string) func(http.Handler) http.Handler {
+	takes := "none"
+	if len(names) > 0 {
+		takes = strings.Join(names, ", ")
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			q, err := url.ParseQuery(r.URL.RawQuery)
+			if err != nil {
+				problem(w, http.StatusBadRequest, "invalid_request", "the query string is malformed: "+err.Error())
+				return
+			}
+			for _, name := range slices.Sorted(maps.Keys(q)) {
+				if !slices.Contains(names, name) {
+					problem(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("unknown query parameter %s (this route takes: %s)", quoteBounded(name), takes))
+					return
+				}
+				if n := len(q[name]); n > 1 {
+					problem(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("query parameter %s is given %d times; give it once", name, n))
+					return
+				}
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// getHead routes GET and HEAD for pattern to h. net/http drops the body
+// of a HEAD answer and keeps its headers (with Content-Length when the
+// body was small enough to count), so one handler serves both; a client
+// can ask whether a job or an output is there without taking the body.
+func getHead(r chi.Router, pattern string, h http.HandlerFunc) {
+	r.Get(pattern, h)
+	r.Head(pattern, h)
+}
+
+// allowed lists the methods router has a route for at req's path, for a
+// 405's Allow header. chi knows them while routing but hands a custom 405
+// handler none, so each is looked up again.
+func allowed(router *chi.Mux, req *http.Request) []string {
+	path := req.URL.RawPath
+	if path == "" {
+		path = req.URL.Path
+	}
+	var ms []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+		if router.Match(chi.NewRouteContext(), m, path) {
+			ms = append(ms, m)
+		}
+	}
+	return ms
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -220,8 +301,16 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, body)
 }
 
+// version answers which build is serving, without a key: it tells an
+// operator or a client which release answered, and a version is no secret
+// the binaries' -version does not already print.
+func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Build)
+}
+
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Content-Length", strconv.Itoa(len(s.OpenAPI)))
 	_, _ = w.Write(s.OpenAPI)
 }
 
@@ -251,8 +340,14 @@ func (s *Server) renderers(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"renderers": list})
 }
 
+// writeJSON answers v as JSON with its Content-Length: encoded whole
+// first, so a HEAD answer (whose body net/http drops) still says how
+// large GET's would be — net/http counts it only for bodies under 2 KiB.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	_ = json.NewEncoder(&b).Encode(v)
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(b.Bytes())
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/renderbox/renderbox"
 	"github.com/renderbox/renderbox/internal/api"
+	"github.com/renderbox/renderbox/internal/buildinfo"
 	"github.com/renderbox/renderbox/internal/render"
 )
 
@@ -116,5 +119,38 @@ func TestHTTPLimitsValidate(t *testing.T) {
 		if err := c.l.Validate(wait); (err == nil) != c.ok {
 			t.Errorf("%s: got %v, want ok=%v", c.name, err, c.ok)
 		}
+	}
+}
+
+// GET /version answers the build without a key, as the contract says, and
+// the metrics carry it as renderbox_build_info.
+func TestVersion(t *testing.T) {
+	build := buildinfo.Info{Version: "v1.2.3", Revision: "4ed8459c", Time: "2026-12-03T13:10:00Z", Modified: true, GoVersion: "go1.26.8"}
+	s := &api.Server{OpenAPI: renderbox.OpenAPI, Build: build}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	resp, body := get(t, srv, "/version")
+	var got buildinfo.Info
+	if err := json.Unmarshal(body, &got); err != nil || resp.StatusCode != 200 || got != build {
+		t.Errorf("GET /version: %d %s (%v), want 200 and %+v", resp.StatusCode, body, err, build)
+	}
+	msrv := httptest.NewServer(s.MetricsHandler())
+	defer msrv.Close()
+	mresp, err := http.Get(msrv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	if want := `renderbox_build_info{goversion="go1.26.8",revision="4ed8459c",version="v1.2.3"} 1`; !strings.Contains(string(m), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+
+	// Unset, it is the running binary's own.
+	srv2 := httptest.NewServer((&api.Server{OpenAPI: renderbox.OpenAPI}).Handler())
+	defer srv2.Close()
+	_, body = get(t, srv2, "/version")
+	if err := json.Unmarshal(body, &got); err != nil || got.GoVersion != runtime.Version() || got.Version == "" {
+		t.Errorf("GET /version of a server without Build: %s, want this binary's build (%s)", body, runtime.Version())
 	}
 }

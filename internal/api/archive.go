@@ -28,7 +28,7 @@ import (
 func (s *Server) getOutputsZip(w http.ResponseWriter, r *http.Request) {
 	job, err := s.Ledger.GetJob(r.Context(), keyOf(r).ID, chi.URLParam(r, "id"))
 	if err != nil {
-		s.ledgerProblem(w, err)
+		s.ledgerProblem(w, r, err)
 		return
 	}
 	if job.State != ledger.StateSucceeded {
@@ -57,6 +57,9 @@ func (s *Server) getOutputsZip(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.HTTP.WriteTimeout +
 		time.Duration(float64(total)/float64(s.HTTP.MinRate)*float64(time.Second))))
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return // the checks above are HEAD's answer; the ZIP would be read from Redis only to be dropped
+	}
 
 	zw := zip.NewWriter(w)
 	for i, o := range job.Outputs {
@@ -80,7 +83,7 @@ func (s *Server) getOutputsZip(w http.ResponseWriter, r *http.Request) {
 // the connection is cut rather than the response ended as if whole.
 func (s *Server) abortZip(r *http.Request, job, output string, err error) {
 	if r.Context().Err() == nil { // not the client hanging up
-		s.Logger.Warn("streaming outputs.zip", "job_id", job, "output", output, "err", err)
+		s.reqLog(r).Warn("streaming outputs.zip", "job_id", job, "output", output, "err", err)
 	}
 	panic(http.ErrAbortHandler)
 }

@@ -217,12 +217,12 @@ func fieldTooLarge(name string) error {
 }
 
 // readSubmission reads a multipart or JSON submission. Errors wrap
-// errBadRequest, errBodyTooLarge, errFieldTooLarge or a render error
+// errUnsupportedMediaType, errBadRequest, errBodyTooLarge, errFieldTooLarge or a render error
 // (unknown renderer, input too large).
 func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render.Renderer, error)) (*submission, *render.Renderer, error) {
 	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: Content-Type must be multipart/form-data or application/json", errBadRequest)
+		return nil, nil, fmt.Errorf("%w: Content-Type must be multipart/form-data or application/json", errUnsupportedMediaType)
 	}
 	var in *intake
 	switch ct {
@@ -236,7 +236,7 @@ func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render
 		in = newIntake(r, false, maxBody, lookup)
 		err = in.readMultipart(params["boundary"])
 	default:
-		return nil, nil, fmt.Errorf("%w: Content-Type %q is not multipart/form-data or application/json", errBadRequest, ct)
+		return nil, nil, fmt.Errorf("%w: Content-Type %s is not multipart/form-data or application/json", errUnsupportedMediaType, quoteBounded(ct))
 	}
 	if err != nil {
 		return nil, nil, err

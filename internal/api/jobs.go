@@ -29,6 +29,8 @@ type jobView struct {
 	Attempts int             `json:"attempts"`
 	// OutputName is the client's base name for the outputs, if it gave one.
 	OutputName string `json:"output_name,omitempty"`
+	// RequestID is the X-Request-Id of the request that submitted the job.
+	RequestID string `json:"request_id,omitempty"`
 	// SandboxMode: cold, prebooted or restored, once a sandbox ran it.
 	SandboxMode string `json:"sandbox_mode,omitempty"`
 	// Worker: which worker ended the job and the rootfs it ran, once one did.
@@ -71,7 +73,7 @@ type outputView struct {
 func view(j ledger.Job) jobView {
 	v := jobView{
 		ID: j.ID, Renderer: j.Renderer, State: string(j.State), Options: j.Options,
-		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize, Type: j.InputType}, Attempts: j.Attempts, OutputName: j.OutputName,
+		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize, Type: j.InputType}, Attempts: j.Attempts, OutputName: j.OutputName, RequestID: j.RequestID,
 		SandboxMode: j.SandboxMode, CreatedAt: j.CreatedAt.UTC(), Outputs: []outputView{}, Diagnostics: j.Diagnostics,
 	}
 	if len(v.Options) == 0 {
@@ -116,6 +118,11 @@ type submission struct {
 }
 
 var errBadRequest = errors.New("bad request")
+
+// errUnsupportedMediaType: the body is neither of the two types a
+// submission comes in (RFC 9110 §15.5.16: 415, not 400, so a client can
+// tell a wrong encoding from a wrong field).
+var errUnsupportedMediaType = errors.New("unsupported media type")
 
 func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	key := keyOf(r)
@@ -190,11 +197,11 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	want := ledger.Job{
 		Owner: key.ID, Renderer: rd.Name, Options: opts, Limits: limits, InputSHA256: hex.EncodeToString(sum[:]),
 		InputSize: int64(len(sub.Input)), InputType: plan.InputType, IdempotencyKey: idem, CallbackURL: sub.CallbackURL,
-		OutputName: sub.OutputName,
+		OutputName: sub.OutputName, RequestID: requestIDOf(r),
 	}
 	job, created, err := s.Ledger.CreateJob(ctx, want)
 	if err != nil {
-		s.Logger.Error("recording a job", "err", err)
+		s.reqLog(r).Error("recording a job", "err", err)
 		problem(w, http.StatusInternalServerError, "internal", "recording the job failed")
 		return
 	}
@@ -210,7 +217,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		// The job was accepted into the ledger: it must still end.
 		_, _ = s.Ledger.Finish(ctx, job.ID, ledger.FinishOptions{State: ledger.StateFailed, ErrorCode: "internal", ErrorMessage: "the job could not be queued", At: time.Now()})
 		s.wakeWebhooks()
-		s.Logger.Error("queueing a job", "job_id", job.ID, "err", err)
+		s.reqLog(r).Error("queueing a job", "job_id", job.ID, "err", err)
 		w.Header().Set("Retry-After", "5")
 		problem(w, http.StatusServiceUnavailable, "unavailable", "the queue is unreachable; retry later")
 		return
@@ -238,7 +245,7 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	// turn with other keys' jobs (see RunQueue).
 	err = s.Queue.Submit(ctx, queue.Payload{
 		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: opts, Limits: job.Limits,
-		InputType: sub.InputType, OutputName: job.OutputName, Accepted: job.CreatedAt,
+		InputType: sub.InputType, OutputName: job.OutputName, Accepted: job.CreatedAt, RequestID: requestIDOf(r),
 	}, int64(len(sub.Input)), timeout, s.Limits.MaxRetry)
 	if err == nil {
 		s.wakeDispatcher()
@@ -276,7 +283,7 @@ func parseWait(v string, max time.Duration) (time.Duration, error) {
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	job, err := s.Ledger.GetJob(r.Context(), keyOf(r).ID, chi.URLParam(r, "id"))
 	if err != nil {
-		s.ledgerProblem(w, err)
+		s.ledgerProblem(w, r, err)
 		return
 	}
 	wait, err := parseWait(r.URL.Query().Get("wait"), s.Limits.MaxWait)
@@ -292,14 +299,14 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.withWebhook(r.Context(), view(job), job))
 }
 
-func (s *Server) ledgerProblem(w http.ResponseWriter, err error) {
+func (s *Server) ledgerProblem(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		problem(w, http.StatusNotFound, "not_found", "no such job")
 	case errors.Is(err, ledger.ErrBadCursor), errors.Is(err, ledger.ErrInvalid):
 		problem(w, http.StatusBadRequest, "invalid_request", err.Error())
 	default:
-		s.Logger.Error("ledger", "err", err)
+		s.reqLog(r).Error("ledger", "err", err)
 		problem(w, http.StatusInternalServerError, "internal", "reading the ledger failed")
 	}
 }
@@ -322,12 +329,14 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	jobs, next, err := s.Ledger.ListJobs(r.Context(), keyOf(r).ID, ledger.ListOptions{State: state, Cursor: q.Get("cursor"), Limit: limit})
 	if err != nil {
-		s.ledgerProblem(w, err)
+		s.ledgerProblem(w, r, err)
 		return
 	}
+	// The same shape as GET /v1/jobs/{id}, webhook included: a client
+	// should not have to fetch each job again to see its delivery.
 	views := make([]jobView, 0, len(jobs))
 	for _, j := range jobs {
-		views = append(views, view(j))
+		views = append(views, s.withWebhook(r.Context(), view(j), j))
 	}
 	out := map[string]any{"jobs": views}
 	if next != "" {
@@ -336,20 +345,30 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// cancelJob cancels a job. DELETE is idempotent (RFC 9110 §9.2.2): a job
+// already canceled answers as its cancel did, so a client retrying a
+// cancel whose answer it lost is not told of a conflict. Only a job that
+// ended otherwise (succeeded, failed) is 409.
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 	job, err := s.Ledger.Cancel(r.Context(), keyOf(r).ID, chi.URLParam(r, "id"))
+	if errors.Is(err, ledger.ErrConflict) && job.State == ledger.StateCanceled {
+		// Signalled again: the marker and the task's removal are
+		// idempotent, and a first cancel that found Redis down is then
+		// carried out by its retry.
+		err = nil
+	}
 	if errors.Is(err, ledger.ErrConflict) {
 		problem(w, http.StatusConflict, "already_finished", fmt.Sprintf("the job already ended as %s", job.State))
 		return
 	}
 	if err != nil {
-		s.ledgerProblem(w, err)
+		s.ledgerProblem(w, r, err)
 		return
 	}
 	if err := s.Queue.Cancel(r.Context(), job.ID); err != nil {
 		// The ledger says canceled; the worker will also see the marker
 		// the next time Redis answers, or its result is ignored.
-		s.Logger.Error("signalling a cancel", "job_id", job.ID, "err", err)
+		s.reqLog(r).Error("signalling a cancel", "job_id", job.ID, "err", err)
 	}
 	s.jobEnded(r.Context(), job.ID)
 	s.wakeWebhooks()
@@ -359,7 +378,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {
 	job, err := s.Ledger.GetJob(r.Context(), keyOf(r).ID, chi.URLParam(r, "id"))
 	if err != nil {
-		s.ledgerProblem(w, err)
+		s.ledgerProblem(w, r, err)
 		return
 	}
 	name := chi.URLParam(r, "name")

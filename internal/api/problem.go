@@ -50,6 +50,11 @@ func intakeProblem(w http.ResponseWriter, err error) {
 	case errors.Is(err, render.ErrInputTooLarge):
 		w.Header().Set("Connection", "close")
 		renderProblem(w, err)
+	case errors.Is(err, errUnsupportedMediaType):
+		// RFC 9110 §12.5.1: Accept on a response names the types a
+		// request to this resource may use.
+		w.Header().Set("Accept", "multipart/form-data, application/json")
+		problem(w, http.StatusUnsupportedMediaType, "unsupported_media_type", err.Error())
 	case errors.Is(err, errBadRequest):
 		problem(w, http.StatusBadRequest, "invalid_request", err.Error())
 	default:

@@ -36,7 +36,7 @@ type workerJSON struct {
 func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
 	ws, err := s.Queue.Workers(r.Context())
 	if err != nil {
-		s.Logger.Error("listing workers", "err", err)
+		s.reqLog(r).Error("listing workers", "err", err)
 		w.Header().Set("Retry-After", "5")
 		problem(w, http.StatusServiceUnavailable, "unavailable", "the workers' heartbeats cannot be read (Redis does not answer); retry later")
 		return

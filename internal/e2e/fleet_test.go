@@ -228,6 +228,23 @@ func TestWorkerLiveness(t *testing.T) {
 	if m := scrape(t, "http://"+waddr+"/metrics"); !strings.Contains(m, `renderbox_worker_rootfs_info{digest="`+man.TreeSHA256+`"} 1`) {
 		t.Errorf("the worker's /metrics lacks renderbox_worker_rootfs_info for %s", man.TreeSHA256)
 	}
+	// The build, on both binaries' metrics and at GET /version, is the one
+	// their -version prints.
+	var build struct {
+		Version   string `json:"version"`
+		GoVersion string `json:"go_version"`
+	}
+	c.do("GET", "/version", "", "", nil, nil).json(t, &build)
+	out, err := exec.Command(filepath.Join(bins, "api"), "-version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "api "+build.Version+" ") || !strings.HasSuffix(string(out), " "+build.GoVersion+"\n") {
+		t.Errorf("api -version: %q (%v); GET /version: %+v; want the same build", out, err, build)
+	}
+	want := `version="` + build.Version + `"} 1`
+	for name, m := range map[string]string{"api": s.scrape(), "worker": scrape(t, "http://"+waddr+"/metrics")} {
+		if !strings.Contains(m, `renderbox_build_info{goversion="`+build.GoVersion+`"`) || !strings.Contains(m, want) {
+			t.Errorf("the %s's /metrics lacks renderbox_build_info for %+v", name, build)
+		}
+	}
 	r, j := submitJSON(t, c, tenant, "svg-png", samples.SVG(40, 40, 5, 5, 10), nil, "?wait=30", nil)
 	if r.Status != 200 || j.State != "succeeded" || j.Worker == nil || j.Worker.Name != "fleet-a" || j.Worker.RootfsDigest != man.TreeSHA256 {
 		t.Errorf("a job: %d %s, worker %+v; want succeeded by fleet-a on rootfs %s", r.Status, j.State, j.Worker, man.TreeSHA256)

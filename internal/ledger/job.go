@@ -20,6 +20,7 @@ type Job struct {
 	CallbackURL    string
 	OutputName     string // the client's base name for the outputs; "" keeps the renderer's
 	IdempotencyKey string // "" when the client sent none
+	RequestID      string // the id of the request that submitted the job (X-Request-Id); "" for none
 
 	State        State
 	ErrorCode    string // set when State is failed or canceled

@@ -383,6 +383,7 @@ func TestCreateJob(t *testing.T) {
 			CallbackURL:    "https://example.com/hook",
 			OutputName:     "invoice-17",
 			IdempotencyKey: "order-17",
+			RequestID:      "lb-7f3a:42",
 			State:          ledger.StateSucceeded, // ignored: jobs start queued
 			Attempts:       9,                     // ignored
 		}
@@ -395,6 +396,9 @@ func TestCreateJob(t *testing.T) {
 		}
 		if got := state(t, s, alice.ID, first.ID); !reflect.DeepEqual(got, first) {
 			t.Errorf("GetJob: got %+v, want what CreateJob returned %+v", got, first)
+		}
+		if first.RequestID != in.RequestID || first.OutputName != in.OutputName {
+			t.Errorf("CreateJob: got request id %q and output name %q, want %q and %q as given", first.RequestID, first.OutputName, in.RequestID, in.OutputName)
 		}
 
 		// Same owner, same idempotency key: the same job, not a new one.
@@ -942,6 +946,7 @@ func TestDiffers(t *testing.T) {
 	}{
 		{func(*ledger.Job) {}, ""},
 		{func(j *ledger.Job) { j.IdempotencyKey = "k" }, ""},
+		{func(j *ledger.Job) { j.RequestID = "req_retry" }, ""}, // a retry is another request of the same job
 		{func(j *ledger.Job) { j.Renderer = "svg-png" }, "renderer"},
 		{func(j *ledger.Job) { j.Options = json.RawMessage(`{"dpi":73}`) }, "options"},
 		{func(j *ledger.Job) { j.Limits = json.RawMessage(`{"timeout_seconds":5}`) }, "limits"},

@@ -56,6 +56,9 @@ type Payload struct {
 	// Retention is how long the job's outputs are kept: the API's
 	// -retention, which the worker does not otherwise know.
 	Retention time.Duration `json:"retention,omitempty"`
+	// RequestID is the id of the request that submitted the job (the
+	// API's X-Request-Id), so the worker's log lines for the job carry it.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Queue wraps one Redis connection for every use.

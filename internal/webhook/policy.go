@@ -15,7 +15,8 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
-	"strings"
+
+	"github.com/renderbox/renderbox/internal/cidr"
 )
 
 // MaxURLLength bounds a callback URL.
@@ -66,21 +67,9 @@ type Policy struct {
 // ParseAllow reads a comma-separated list of CIDR ranges or single
 // addresses, as the -webhook-allow flag takes them.
 func ParseAllow(s string) ([]netip.Prefix, error) {
-	var ps []netip.Prefix
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		if a, err := netip.ParseAddr(f); err == nil {
-			ps = append(ps, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-			continue
-		}
-		p, err := netip.ParsePrefix(f)
-		if err != nil {
-			return nil, fmt.Errorf("webhook allow list: %q is neither an address nor a CIDR range (e.g. 10.0.0.0/8)", f)
-		}
-		ps = append(ps, p.Masked())
+	ps, err := cidr.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("webhook allow list: %w", err)
 	}
 	return ps, nil
 }

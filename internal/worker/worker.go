@@ -116,6 +116,11 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return fmt.Errorf("decoding task payload: %v: %w", err, asynq.SkipRetry)
 	}
 	log := h.Logger.With("job_id", p.JobID, "renderer", p.Renderer)
+	if p.RequestID != "" {
+		// The submitting request's id, as the API logged it: one
+		// search finds the job's whole story across both logs.
+		log = log.With("request_id", p.RequestID)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer h.track(p.JobID, cancel)()
