@@ -27,7 +27,9 @@ func TestGeneratedClientCompiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"type WebhookEvent struct", "func (c *Client) CreateJobWithBody(", "func (c *ClientWithResponses) GetJobWithResponse("} {
+	for _, want := range []string{"type WebhookEvent struct", "func (c *Client) CreateJobWithBody(", "func (c *ClientWithResponses) GetJobWithResponse(",
+		"type PdfPngOptions struct", "Options *PdfPngOptions `json:\"options,omitempty\"`", "Limits *PdfPngLimits `json:\"limits,omitempty\"`",
+		"func (t *JobRequest) FromPdfPngJobRequest("} {
 		if !strings.Contains(string(src), want) {
 			t.Errorf("the generated client has no %q", want)
 		}
