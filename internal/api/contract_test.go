@@ -116,10 +116,13 @@ func checkOptions(t *testing.T, r publishedRenderer, schemas openapi3.Schemas, r
 	if ap := s.Value.AdditionalProperties.Has; ap == nil || *ap {
 		t.Errorf("%s: %s allows options it does not name (want additionalProperties: false)", r.Name, ref)
 	}
-	want := map[string]bool{}
+	want, defaults := map[string]bool{}, map[string]any{}
 	for _, o := range r.Options {
 		name := o["name"].(string)
 		want[name] = true
+		if d, ok := o["default"]; ok {
+			defaults[name] = d
+		}
 		p := s.Value.Properties[name]
 		if p == nil {
 			t.Errorf("%s: option %s is in the catalogue, not in %s", r.Name, name, ref)
@@ -133,6 +136,11 @@ func checkOptions(t *testing.T, r publishedRenderer, schemas openapi3.Schemas, r
 		if !want[name] {
 			t.Errorf("%s: option %s is in %s, not in the catalogue", r.Name, name, ref)
 		}
+	}
+	// A job shows its options with the defaults filled in: they must
+	// be options the schema takes.
+	if err := s.Value.VisitJSON(defaults); err != nil {
+		t.Errorf("%s: the defaults %v do not match %s: %v", r.Name, defaults, ref, err)
 	}
 }
 

@@ -152,7 +152,7 @@ func unseen(doc *openapi3.T) []string {
 // workers; the webhook's own body is checked against WebhookEvent.
 func TestContractCoverage(t *testing.T) {
 	rcv := newHookReceiver(t)
-	s := newStack(t, stackOpts{apiArgs: []string{"-webhook-allow", "127.0.0.2/32", "-webhook-retry", "1s,1s"}})
+	s := newStack(t, stackOpts{apiArgs: []string{"-webhook-allow", "127.0.0.2/32", "-webhook-retry", "3s,3s"}})
 	c := s.client
 	key, admin := s.key("coverage"), s.adminKey("coverage-admin")
 	for _, path := range []string{"/v1/renderers", "/version", "/healthz", "/readyz"} {
