@@ -38,6 +38,11 @@ type publishedRenderer struct {
 // secrecy, and its limits schema exactly the limits a request may lower,
 // capped at the renderer's. A renderer or an option on one side only fails.
 func TestRequestSchemasMatchTheCatalogue(t *testing.T) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log("openapi.yaml's per-renderer schemas are generated from the catalogue: run `go generate ./internal/contract` from the repository's top directory")
+		}
+	})
 	var list struct{ Renderers []publishedRenderer }
 	getRenderers(t, &list)
 	doc, err := openapi3.NewLoader().LoadFromData(renderbox.OpenAPI)
