@@ -28,6 +28,9 @@ const (
 	RegionJobRequest = "renderer job requests"
 	// RegionOptions: the anyOf of a job's options.
 	RegionOptions = "renderer options"
+	// RegionSecrets: the description of Option.secret, which names the
+	// secret options.
+	RegionSecrets = "secret options"
 )
 
 const (
@@ -45,6 +48,7 @@ var regions = map[string]func(rs []*render.Renderer, w *writer){
 	RegionSchemas:    writeSchemas,
 	RegionJobRequest: writeJobRequest,
 	RegionOptions:    writeOptionsAnyOf,
+	RegionSecrets:    writeSecrets,
 }
 
 // RendererSchemas returns spec (openapi.yaml) with every generated region
@@ -78,7 +82,7 @@ func RendererSchemas(spec []byte, rs []*render.Renderer) ([]byte, error) {
 		region := regionOf(trimmed)
 		write := regions[region]
 		if write == nil {
-			return nil, fmt.Errorf("line %d: unknown generated region %q (known: %s, %s, %s)", i+1, region, RegionSchemas, RegionJobRequest, RegionOptions)
+			return nil, fmt.Errorf("line %d: unknown generated region %q (known: %q, %q, %q, %q)", i+1, region, RegionSchemas, RegionJobRequest, RegionOptions, RegionSecrets)
 		}
 		if seen[region] {
 			return nil, fmt.Errorf("line %d: generated region %q marked twice", i+1, region)
@@ -154,6 +158,37 @@ func writeOptionsAnyOf(rs []*render.Renderer, w *writer) {
 	for _, r := range rs {
 		w.line(1, "- $ref: "+ref(SchemaPrefix(r.Name)+"Options"))
 	}
+}
+
+// writeSecrets writes Option.secret's description, naming each
+// renderer's secret options: "office-pdf's `password`, pdf-protect's
+// `owner_password` and `user_password`".
+func writeSecrets(rs []*render.Renderer, w *writer) {
+	var each []string
+	for _, r := range rs {
+		var names []string
+		for _, o := range r.Options {
+			if o.Secret {
+				names = append(names, "`"+o.Name+"`")
+			}
+		}
+		if len(names) > 0 {
+			each = append(each, r.Name+"'s "+and(names))
+		}
+	}
+	which := ""
+	if len(each) > 0 {
+		which = " (" + strings.Join(each, ", ") + ")"
+	}
+	w.line(0, "description: "+jsonText("The value"+which+" reaches the sandbox only: the job's record, its `options` and its webhooks show `"+render.Redacted+"`."))
+}
+
+// and joins names as a list in prose: "a", "a and b", "a, b and c".
+func and(names []string) string {
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 func writeSchemas(rs []*render.Renderer, w *writer) {

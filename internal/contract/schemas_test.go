@@ -49,7 +49,8 @@ func firstDifference(got, want string) string {
 }
 
 // A renderer added to the catalogue gets its three schemas and its place in
-// every list, whatever the regions held before; text outside them is kept.
+// every list (its secret options too), whatever the regions held before;
+// text outside them is kept.
 func TestGeneratedRegionsFollowTheCatalogue(t *testing.T) {
 	spec := strings.Join([]string{
 		"head: kept",
@@ -59,6 +60,9 @@ func TestGeneratedRegionsFollowTheCatalogue(t *testing.T) {
 		"middle: kept",
 		"    " + BeginLine(RegionOptions),
 		"    " + endMarker,
+		"secret:",
+		"  " + BeginLine(RegionSecrets),
+		"  " + endMarker,
 		"schemas:",
 		"  " + BeginLine(RegionSchemas),
 		"  " + endMarker,
@@ -66,9 +70,12 @@ func TestGeneratedRegionsFollowTheCatalogue(t *testing.T) {
 		"",
 	}, "\n")
 	rs := []*render.Renderer{{
-		Name:    "pdf-flatten",
-		Options: []render.Option{{Name: "dpi", Type: "integer", Description: `Resolution "dpi".`, Default: 150}},
-		Limits:  sandbox.Limits{MemoryBytes: 512 << 20},
+		Name: "pdf-flatten",
+		Options: []render.Option{
+			{Name: "dpi", Type: "integer", Description: `Resolution "dpi".`, Default: 150},
+			{Name: "password", Type: "string", Description: "The password.", Secret: true},
+		},
+		Limits: sandbox.Limits{MemoryBytes: 512 << 20},
 	}}
 	got, err := RendererSchemas([]byte(spec), rs)
 	if err != nil {
@@ -78,7 +85,9 @@ func TestGeneratedRegionsFollowTheCatalogue(t *testing.T) {
 		"head: kept\n  " + BeginLine(RegionJobRequest) + "\n  oneOf:\n    - $ref: \"#/components/schemas/PdfFlattenJobRequest\"\n",
 		"      pdf-flatten: \"#/components/schemas/PdfFlattenJobRequest\"\n  " + endMarker + "\nmiddle: kept\n",
 		"    anyOf:\n      - $ref: \"#/components/schemas/PdfFlattenOptions\"\n    " + endMarker + "\n",
+		"  description: \"The value (pdf-flatten's `password`) reaches the sandbox only: the job's record, its `options` and its webhooks show `[redacted]`.\"\n",
 		"  PdfFlattenOptions:\n",
+		"      password:\n        type: string\n        description: \"The password.\"\n        format: password\n",
 		"      dpi:\n        type: integer\n        description: \"Resolution \\\"dpi\\\".\"\n        default: 150\n",
 		"      memory_bytes:\n        type: integer\n        minimum: 67108864\n        maximum: 536870912\n",
 		"  PdfFlattenJobRequest:\n",
@@ -95,7 +104,8 @@ func TestGeneratedRegionsFollowTheCatalogue(t *testing.T) {
 
 // A region marked wrongly is refused, saying which and how to mark it.
 func TestGeneratedRegionsMarkedWrongly(t *testing.T) {
-	all := BeginLine(RegionJobRequest) + "\n" + endMarker + "\n" + BeginLine(RegionOptions) + "\n" + endMarker + "\n"
+	all := BeginLine(RegionJobRequest) + "\n" + endMarker + "\n" + BeginLine(RegionOptions) + "\n" + endMarker + "\n" +
+		BeginLine(RegionSecrets) + "\n" + endMarker + "\n"
 	schemas := BeginLine(RegionSchemas) + "\n" + endMarker + "\n"
 	for _, tc := range []struct{ name, spec, want string }{
 		{"missing", all, `no generated region "renderer schemas"`},
@@ -103,7 +113,7 @@ func TestGeneratedRegionsMarkedWrongly(t *testing.T) {
 		{"unclosed", all + BeginLine(RegionSchemas) + "\n", `"renderer schemas" is not closed`},
 		{"closed at another indentation", all + BeginLine(RegionSchemas) + "\n  " + endMarker + "\n", `"renderer schemas" is not closed`},
 		{"unknown", all + schemas + "# BEGIN generated: renderer examples\n" + endMarker + "\n", `unknown generated region "renderer examples"`},
-		{"end alone", all + schemas + endMarker + "\n", "line 7: \"# END generated\" without"},
+		{"end alone", all + schemas + endMarker + "\n", "line 9: \"# END generated\" without"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := RendererSchemas([]byte(tc.spec), render.All())

@@ -1,7 +1,8 @@
 // Command renderer-schemas rewrites, in place, the regions of openapi.yaml
 // marked as generated from the renderer catalogue: each renderer's
 // Options, Limits and JobRequest schemas, JobRequest's oneOf and
-// discriminator, and the anyOf of a job's options. Adding a renderer to
+// discriminator, the anyOf of a job's options, and the secret options
+// Option.secret's description names. Adding a renderer to
 // internal/render is then one command, `go generate ./internal/contract`,
 // which runs this with the file's path.
 //
