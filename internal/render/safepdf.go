@@ -38,9 +38,9 @@ const (
 	// host holds them, and the rebuild's /tmp (lightTmp) holds them twice,
 	// packed and unpacked.
 	safePDFMaxPixelBytes = 200 << 20
-	// safePDFMaxSide crops a page's rendering (pdftoppm -W -H) so that
-	// pdftoppm never draws more than this many pixels a side; a page
-	// larger than max_pixels at the job's dpi is refused by the host.
+	// safePDFMaxSide bounds a page's side in pixels: the script refuses a
+	// page over it (or over max_pixels) at the job's dpi, pdftoppm crops at
+	// it (-W -H), and the host refuses a frame over it.
 	safePDFMaxSide = 10000
 	// safePDFFrameName is a frame's name as pdftoppm writes it, its page
 	// number zero-padded to the width of the document's page count.
@@ -133,17 +133,21 @@ func safePDFInputs() []string {
 	return in
 }
 
-// rasterizeSteps draw pdf's pages with pdftoppm as raw netpbm frames,
-// page-N.ppm (RGB) or page-N.pgm (gray): at most max_pages + 1, so that
-// the host sees a document with more pages than it takes.
+// safePDFPixels is the rootfs's script that checks a PDF's page count and
+// page sizes against the job's limits and has pdftoppm draw its pages.
+const safePDFPixels = "/usr/local/lib/renderbox/safe-pdf-pixels.py"
+
+// rasterizeSteps draw pdf's pages as raw netpbm frames, page-N.ppm (RGB)
+// or page-N.pgm (gray), after the script has refused a document of more
+// than max_pages pages or a page over max_pixels at the job's dpi, saying
+// which. Whatever it writes, the host checks the frames again.
 func rasterizeSteps(pdf string, v Values, l Limits) []wire.Step {
-	argv := []string{"/usr/bin/pdftoppm", "-r", strconv.Itoa(v.Int("dpi")),
-		"-f", "1", "-l", strconv.Itoa(l.MaxPages + 1),
-		"-W", strconv.Itoa(safePDFMaxSide), "-H", strconv.Itoa(safePDFMaxSide)}
+	mode := "rgb"
 	if v.Bool("grayscale") {
-		argv = append(argv, "-gray")
+		mode = "gray"
 	}
-	return []wire.Step{{Argv: append(argv, pdf, wire.OutputDir+"/page")}}
+	return []wire.Step{{Argv: []string{"/usr/bin/python3", "-I", safePDFPixels, pdf, wire.OutputDir + "/page",
+		strconv.Itoa(v.Int("dpi")), strconv.Itoa(l.MaxPages), strconv.FormatInt(l.MaxPixels, 10), strconv.Itoa(safePDFMaxSide), mode}}}
 }
 
 // imageSteps put an image on a page of its own (alpha flattened on white,
@@ -234,7 +238,7 @@ func checkFrames(files []wire.File, gray bool, l Limits) ([]frame, error) {
 		return nil, fmt.Errorf("%w: the pixel stage returned no page", ErrBadOutput)
 	}
 	if len(files) > l.MaxPages {
-		return nil, fmt.Errorf("%w: the document has more than %d pages (max_pages)", ErrBadOutput, l.MaxPages)
+		return nil, fmt.Errorf("%w: the document has more pages than max_pages, %d", ErrBadOutput, l.MaxPages)
 	}
 	frames := make([]frame, len(files))
 	seen := make([]bool, len(files))

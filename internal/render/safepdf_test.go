@@ -174,7 +174,7 @@ func TestSafePDFRefusesMalformedFrames(t *testing.T) {
 		{"16-bit samples", []wire.File{frameFile("page-1.ppm", "P6\n4 3\n65535\n", 72)}, "maxval"},
 		{"a page too large", []wire.File{frameFile("page-1.ppm", "P6\n9000 9000\n255\n", 0)}, "over the limit"},
 		{"a side too long", []wire.File{frameFile("page-1.ppm", "P6\n10001 1\n255\n", 30003)}, "over the limit"},
-		{"too many pages", tooMany, "more than 100 pages"},
+		{"too many pages", tooMany, "more pages than max_pages, 100"},
 		{"a page missing", []wire.File{ok, frameFile("page-3.ppm", "P6\n4 3\n255\n", 36)}, "numbered 1 to 2"},
 		{"a page twice", []wire.File{ok, frameFile("page-01.ppm", "P6\n4 3\n255\n", 36)}, "numbered 1 to 2"},
 		{"another file", []wire.File{ok, {Name: "input.pdf", Data: samples.PDF("x", 1)}}, `"input.pdf"`},
@@ -192,5 +192,28 @@ func TestSafePDFRefusesMalformedFrames(t *testing.T) {
 	}
 	if _, err := gray.Next(0, []wire.File{frameFile("page-1.pgm", "P5\n4 3\n255\n", 12)}); err != nil {
 		t.Errorf("a gray frame for a grayscale job: %v", err)
+	}
+}
+
+// The pixel stage refuses, before drawing, a document of more pages than
+// max_pages and a page that would be over max_pixels at the job's dpi,
+// saying which: render_failed, not a sandbox out of memory or output.
+func TestSafePDFRefusesTooManyOrTooLargePages(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	for _, tc := range []struct {
+		name  string
+		input []byte
+		opts  map[string]any
+		msg   string
+	}{
+		{"3000 pages", samples.PDF("many", 3000), nil, "the document has 3000 pages, more pages than max_pages, 100"},
+		{"a 200-inch page", samples.PDFPage(14400, 14400), nil, "page 1 is 14400 × 14400 pt: at 150 dpi that is 30000 × 30000 pixels"},
+		{"A0 at 300 dpi", samples.PDFPage(2384, 3370), map[string]any{"dpi": 300}, "over the limit of 35000000 pixels"},
+	} {
+		e := sandboxErr(t, m, "safe-pdf", tc.input, tc.opts)
+		if e.Outcome != sandbox.RenderFailed || !strings.Contains(e.Msg+e.Stderr, tc.msg) {
+			t.Errorf("%s: %s %q %q, want render_failed saying %q", tc.name, e.Outcome, e.Msg, e.Stderr, tc.msg)
+		}
 	}
 }
