@@ -272,6 +272,7 @@ func TestHostileCorpus(t *testing.T) {
 	cases := append(loadCorpus(t, env), generatedCases()...)
 	cases = append(cases, damagedCases(webp)...)
 	cases = append(cases, pdfOperationCases(t)...)
+	cases = append(cases, safePDFCases()...)
 	ids := map[string]string{}
 	for _, tc := range cases {
 		body := map[string]any{"renderer": tc.renderer, "input_base64": base64.StdEncoding.EncodeToString(tc.input)}

@@ -39,7 +39,7 @@ func TestSafePDFMalformedFramesFailTheJob(t *testing.T) {
 		msg    string
 	}{
 		{"wrong size", nil, []wire.Step{frame(1, `P6\n4 3\n255\n`, 35)}, "holds 35"},
-		{"too many pages", json.RawMessage(`{"max_pages": 2}`), []wire.Step{frame(1, `P6\n4 3\n255\n`, 36), frame(2, `P6\n4 3\n255\n`, 36), frame(3, `P6\n4 3\n255\n`, 36)}, "more than 2 pages"},
+		{"too many pages", json.RawMessage(`{"max_pages": 2}`), []wire.Step{frame(1, `P6\n4 3\n255\n`, 36), frame(2, `P6\n4 3\n255\n`, 36), frame(3, `P6\n4 3\n255\n`, 36)}, "more pages than max_pages, 2"},
 		{"too large", json.RawMessage(`{"max_pixels": 10}`), []wire.Step{frame(1, `P6\n4 3\n255\n`, 36)}, "over the limit of 10 pixels"},
 	} {
 		input := samples.PDF("pages", 1)
