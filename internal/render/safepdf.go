@@ -4,9 +4,11 @@ import (
 	"archive/zip"
 	"bytes"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/sandbox"
@@ -262,12 +264,12 @@ func checkFrames(files []wire.File, gray bool, l Limits) ([]frame, error) {
 
 // rebuildInput packs frames for the rebuild stage: a ZIP of stored
 // entries, page-0001.ppm …, each frame's header written by the host, and
-// pages.txt listing them for Tesseract.
+// the page lists Tesseract reads: pages.txt (the frames) and jpeg.txt (the
+// JPEG files jpegPaths names, when the job asks for JPEG).
 func rebuildInput(frames []frame) ([]byte, []string, error) {
 	var b bytes.Buffer
 	zw := zip.NewWriter(&b)
 	var paths []string
-	var list bytes.Buffer
 	for i, f := range frames {
 		magic, ext := "P6", "ppm"
 		if f.gray {
@@ -283,34 +285,56 @@ func rebuildInput(frames []frame) ([]byte, []string, error) {
 			return nil, nil, err
 		}
 		paths = append(paths, siteDir+"/"+name)
-		list.WriteString(siteDir + "/" + name + "\n")
 	}
-	w, err := zw.CreateHeader(&zip.FileHeader{Name: "pages.txt", Method: zip.Store})
-	if err != nil {
-		return nil, nil, err
+	for name, list := range map[string][]string{"pages.txt": paths, "jpeg.txt": jpegPaths(len(paths))} {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
+		if err != nil {
+			return nil, nil, err
+		}
+		_, _ = io.WriteString(w, strings.Join(list, "\n")+"\n")
 	}
-	_, _ = w.Write(list.Bytes())
 	if err := zw.Close(); err != nil {
 		return nil, nil, err
 	}
 	return b.Bytes(), paths, nil
 }
 
+// jpegPaths are where the rebuild writes n pages as JPEG.
+func jpegPaths(n int) []string {
+	var ps []string
+	for i := range n {
+		ps = append(ps, fmt.Sprintf("%s/page-%04d.jpg", wire.WorkDir, i+1))
+	}
+	return ps
+}
+
 // rebuildRequest makes a PDF of the pages: img2pdf at the job's dpi, each
 // page as large as the original's; with ocr, Tesseract's PDF instead, the
-// same pixels under a searchable text layer.
+// same pixels under a searchable text layer. With jpeg_quality, libvips
+// first encodes each page as JPEG, which both embed as it is (DCT);
+// without, the pages are compressed losslessly (Flate).
 func rebuildRequest(paths []string, v Values) wire.Request {
 	dpi := strconv.Itoa(v.Int("dpi"))
 	out := wire.OutputDir + "/output"
+	var steps []wire.Step
+	list, pages := siteDir+"/pages.txt", paths
+	if v.Has("jpeg_quality") {
+		list, pages = siteDir+"/jpeg.txt", jpegPaths(len(paths))
+		for i, p := range paths {
+			steps = append(steps, wire.Step{Argv: []string{"/usr/bin/vips", "jpegsave", p, pages[i], "--Q", strconv.Itoa(v.Int("jpeg_quality")), "--strip"}})
+		}
+	}
+	// One thread each: every thread is costly under gVisor, and the
+	// sandbox has one CPU. libvips reads the host's frames with its PPM
+	// loader, which VIPS_BLOCK_UNTRUSTED would refuse: the header is the
+	// host's, the rest pixels.
+	env := append([]string{"OMP_THREAD_LIMIT=1", "VIPS_CONCURRENCY=1"}, plainEnv...)
 	if v.Bool("ocr") {
-		// One OpenMP thread: every thread is costly under gVisor, and the
-		// sandbox has one CPU.
-		env := append([]string{"OMP_THREAD_LIMIT=1"}, plainEnv...)
-		return wire.Request{Env: env, Steps: []wire.Step{{Argv: []string{"/usr/bin/tesseract", siteDir + "/pages.txt", out,
-			"--dpi", dpi, "-l", v.String("ocr_language"), "pdf"}}}}
+		steps = append(steps, wire.Step{Argv: []string{"/usr/bin/tesseract", list, out, "--dpi", dpi, "-l", v.String("ocr_language"), "pdf"}})
+		return wire.Request{Env: env, Steps: steps}
 	}
 	argv := []string{"/usr/bin/img2pdf", "--nodate", "--imgsize", dpi + "dpix" + dpi + "dpi", "-o", out + ".pdf"}
-	return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: append(argv, paths...)}}}
+	return wire.Request{Env: env, Steps: append(steps, wire.Step{Argv: append(argv, pages...)})}
 }
 
 // rebuildStage checks the pixel stage's frames and makes the rebuild's job.
@@ -325,7 +349,7 @@ func rebuildStage(p *Plan, files []wire.File) (Stage, error) {
 	}
 	req := rebuildRequest(paths, p.Options)
 	req.Mode, req.InputName, req.InputSize = wire.ModeRender, "pages.zip", int64(len(input))
-	req.Unpack = &wire.Unpack{Archive: wire.InputDir + "/pages.zip", Dir: siteDir, MaxFiles: len(frames) + 1, MaxBytes: int64(len(input))}
+	req.Unpack = &wire.Unpack{Archive: wire.InputDir + "/pages.zip", Dir: siteDir, MaxFiles: len(frames) + 2, MaxBytes: int64(len(input))}
 	return Stage{Job: sandbox.Job{Request: req, Limits: p.Limits.Sandbox, Input: bytes.NewReader(input)}, Input: input}, nil
 }
 
@@ -382,6 +406,8 @@ func safePDFRenderer() *Renderer {
 			boolOpt("grayscale", "Draw the pages in shades of grey (a third of the pixels to carry).", false),
 			boolOpt("ocr", "Recognise the text with Tesseract and lay it under the pixels, so that the PDF is searchable.", false),
 			enumOpt("ocr_language", "The language Tesseract reads with ocr.", "eng", ocrLanguages...),
+			{Name: "jpeg_quality", Type: "integer", Minimum: num(10), Maximum: num(95),
+				Description: "Compress the pages as JPEG of this quality (smaller, lossy); absent, they are compressed losslessly."},
 		},
 		// Per stage; the pixel stage may return up to 200 MiB of raw pages.
 		Limits: sandbox.Limits{Timeout: 120 * time.Second, MemoryBytes: 1536 << 20, TmpBytes: lightTmp},

@@ -63,6 +63,7 @@ func TestSafePDFLeavesActiveContentBehind(t *testing.T) {
 	for _, opts := range []map[string]any{
 		{"ocr": true},
 		{"grayscale": true, "dpi": 100},
+		{"ocr": true, "jpeg_quality": 60},
 	} {
 		out, stages := safePDF(t, m, input, opts)
 		if want := []string{render.StageRasterize, render.StageRebuild}; !equal(stages, want) {
@@ -215,5 +216,28 @@ func TestSafePDFRefusesTooManyOrTooLargePages(t *testing.T) {
 		if e.Outcome != sandbox.RenderFailed || !strings.Contains(e.Msg+e.Stderr, tc.msg) {
 			t.Errorf("%s: %s %q %q, want render_failed saying %q", tc.name, e.Outcome, e.Msg, e.Stderr, tc.msg)
 		}
+	}
+}
+
+// With jpeg_quality the pages are JPEG (DCT) in the PDF: a page of noise,
+// which Flate cannot shrink, comes out far smaller.
+func TestSafePDFCompressesAsJPEG(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	input := samples.NoisePDF(1, 850, 1100, 7)
+	lossless, _ := safePDF(t, m, input, map[string]any{"dpi": 100})
+	jpeg, _ := safePDF(t, m, input, map[string]any{"dpi": 100, "jpeg_quality": 40})
+	if qj := testenv.Tool(t, m, "qpdf", jpeg, "--json"); !strings.Contains(qj, `"/DCTDecode"`) {
+		t.Errorf("with jpeg_quality the page is not DCT-encoded")
+	}
+	if qj := testenv.Tool(t, m, "qpdf", lossless, "--json"); strings.Contains(qj, `"/DCTDecode"`) {
+		t.Errorf("without jpeg_quality the page is DCT-encoded")
+	}
+	t.Logf("a page of noise at 100 dpi: %d bytes lossless, %d bytes as JPEG of quality 40", len(lossless), len(jpeg))
+	if len(jpeg)*2 > len(lossless) {
+		t.Errorf("JPEG %d bytes, lossless %d: want less than half", len(jpeg), len(lossless))
+	}
+	if got, want := pageSizes(t, m, jpeg), pageSizes(t, m, input); !equal(got, want) {
+		t.Errorf("pages %q, want %q", got, want)
 	}
 }
