@@ -439,13 +439,21 @@ func safePDFRenderer() *Renderer {
 	}
 }
 
+// convertLimits are the convert stage's: its renderer's, lowered to the
+// job's time and memory where the request lowered those below them.
+func convertLimits(r *Renderer, job sandbox.Limits) sandbox.Limits {
+	l := r.Limits.WithDefaults()
+	l.Timeout = min(l.Timeout, job.Timeout)
+	l.MemoryBytes = min(l.MemoryBytes, job.MemoryBytes)
+	return l
+}
+
 // safePDFPlan fills in a safe-pdf plan's stages after the first.
 func safePDFPlan(p *Plan) {
 	if conv := safePDFConverter(p.InputType); conv != "" {
 		r, _ := Lookup(conv)
-		cl, _ := r.EffectiveLimits(LimitRequest{})
 		p.firstStage, p.firstFamily = StageConvert, r.Family()
-		p.Job.Limits = cl.Sandbox
+		p.Job.Limits = convertLimits(r, p.Limits.Sandbox)
 		p.stages = append(p.stages, stage{name: StageRasterize, family: FamilyLight, next: rasterizeStage})
 	} else {
 		p.firstStage = StageRasterize

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/samples"
@@ -30,6 +31,7 @@ func safePDF(t *testing.T, m *sandbox.Manager, input []byte, opts map[string]any
 		if err != nil {
 			t.Fatalf("safe-pdf %v: stage %s: %v", opts, stages[i], err)
 		}
+		t.Logf("safe-pdf %v: stage %s: create %v, start %v, render %v", opts, stages[i], res.Timings.Create, res.Timings.Start, res.Timings.Render)
 		next, err2 := plan.Next(i, res.Response.Files)
 		if err2 != nil {
 			t.Fatalf("safe-pdf %v: after stage %s: %v", opts, stages[i], err2)
@@ -39,6 +41,7 @@ func safePDF(t *testing.T, m *sandbox.Manager, input []byte, opts map[string]any
 	if err != nil {
 		t.Fatalf("safe-pdf %v: stage %s: %v", opts, stages[len(stages)-1], err)
 	}
+	t.Logf("safe-pdf %v: stage %s: create %v, start %v, render %v", opts, stages[len(stages)-1], res.Timings.Create, res.Timings.Start, res.Timings.Render)
 	return accepted(t, r, res.Response.Files)["output.pdf"], stages
 }
 
@@ -239,5 +242,29 @@ func TestSafePDFCompressesAsJPEG(t *testing.T) {
 	}
 	if got, want := pageSizes(t, m, jpeg), pageSizes(t, m, input); !equal(got, want) {
 		t.Errorf("pages %q, want %q", got, want)
+	}
+}
+
+// The convert stage runs under its renderer's limits, lowered to the
+// job's where the request lowered those further.
+func TestSafePDFConvertStageLimits(t *testing.T) {
+	t.Parallel()
+	r, _ := render.Lookup("safe-pdf")
+	office, _ := render.Lookup("office-pdf")
+	for _, tc := range []struct {
+		limits  render.LimitRequest
+		timeout time.Duration
+		memory  int64
+	}{
+		{render.LimitRequest{}, office.Limits.Timeout, office.Limits.MemoryBytes},
+		{render.LimitRequest{TimeoutSeconds: 5, MemoryBytes: 256 << 20}, 5 * time.Second, 256 << 20},
+	} {
+		plan, err := r.Prepare(samples.DOCX("x"), nil, tc.limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := plan.Job.Limits; l.Timeout != tc.timeout || l.MemoryBytes != tc.memory || plan.FirstFamily() != render.FamilyOffice {
+			t.Errorf("%+v: the convert stage runs %v, %d bytes in family %s; want %v, %d in office", tc.limits, l.Timeout, l.MemoryBytes, plan.FirstFamily(), tc.timeout, tc.memory)
+		}
 	}
 }
