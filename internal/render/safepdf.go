@@ -441,10 +441,14 @@ func safePDFRenderer() *Renderer {
 
 // convertLimits are the convert stage's: its renderer's, lowered to the
 // job's time and memory where the request lowered those below them.
-func convertLimits(r *Renderer, job sandbox.Limits) sandbox.Limits {
+func convertLimits(r *Renderer, req LimitRequest, job sandbox.Limits) sandbox.Limits {
 	l := r.Limits.WithDefaults()
-	l.Timeout = min(l.Timeout, job.Timeout)
-	l.MemoryBytes = min(l.MemoryBytes, job.MemoryBytes)
+	if req.TimeoutSeconds > 0 {
+		l.Timeout = min(l.Timeout, job.Timeout)
+	}
+	if req.MemoryBytes > 0 {
+		l.MemoryBytes = min(l.MemoryBytes, job.MemoryBytes)
+	}
 	return l
 }
 
@@ -453,7 +457,7 @@ func safePDFPlan(p *Plan) {
 	if conv := safePDFConverter(p.InputType); conv != "" {
 		r, _ := Lookup(conv)
 		p.firstStage, p.firstFamily = StageConvert, r.Family()
-		p.Job.Limits = convertLimits(r, p.Limits.Sandbox)
+		p.Job.Limits = convertLimits(r, p.Request, p.Limits.Sandbox)
 		p.stages = append(p.stages, stage{name: StageRasterize, family: FamilyLight, next: rasterizeStage})
 	} else {
 		p.firstStage = StageRasterize
