@@ -281,6 +281,16 @@ func cmdRender(ctx context.Context, args []string) error {
 	}
 	plan.Job.Input = bytes.NewReader(input)
 	res, runErr := m.Run(ctx, plan.Job)
+	// A renderer of several stages (safe-pdf): each in a fresh sandbox,
+	// the next built by the host from what the last returned.
+	for i := 0; runErr == nil && i < len(plan.Stages())-1; i++ {
+		next, err := plan.Next(i, res.Response.Files)
+		if err != nil {
+			runErr = &sandbox.Error{Outcome: sandbox.RenderFailed, Msg: err.Error()}
+			break
+		}
+		res, runErr = m.Run(ctx, next.Job)
+	}
 	sum := renderSummary{Renderer: name, Outcome: sandbox.OutcomeOf(runErr), SandboxID: res.SandboxID,
 		Timings: map[string]string{
 			"create": res.Timings.Create.String(), "start": res.Timings.Start.String(),

@@ -42,7 +42,8 @@ type jobView struct {
 	Outputs    []outputView   `json:"outputs"`
 	Webhook    *webhookView   `json:"webhook,omitempty"`
 	// Diagnostics: what the page asked for and could not have, and the
-	// errors it logged.
+	// errors it logged; for a job of several sandboxes (safe-pdf), each
+	// stage's outcome and time.
 	Diagnostics json.RawMessage `json:"diagnostics,omitempty"`
 }
 

@@ -236,7 +236,9 @@ func pdfOperationCases(t *testing.T) []hostileCase {
 // checkpoint, the light tools pre-booted): a pooled sandbox must hold like a
 // cold one, and whatever a hostile job does to it must not reach the next.
 func TestHostileCorpus(t *testing.T) {
-	s := newStack(t, stackOpts{apiArgs: []string{"-max-body-bytes", "8000000"},
+	// The corpus is submitted at once: more jobs than the default burst
+	// of one key (40).
+	s := newStack(t, stackOpts{apiArgs: []string{"-max-body-bytes", "8000000", "-burst", "200"},
 		workerArgs: []string{"-pool-size", "chromium=1,office=0,light=1", "-pool-restore", "chromium"}})
 	c := s.client
 	key := s.key("mallory")
@@ -272,6 +274,7 @@ func TestHostileCorpus(t *testing.T) {
 	cases := append(loadCorpus(t, env), generatedCases()...)
 	cases = append(cases, damagedCases(webp)...)
 	cases = append(cases, pdfOperationCases(t)...)
+	cases = append(cases, safePDFCases()...)
 	ids := map[string]string{}
 	for _, tc := range cases {
 		body := map[string]any{"renderer": tc.renderer, "input_base64": base64.StdEncoding.EncodeToString(tc.input)}
@@ -376,6 +379,9 @@ func refusedAtTheDoor(t *testing.T, c *client, key string) {
 		other := samples.PDF("not yours", 1)
 		if slices.Contains(r.Inputs, render.TypePDF) {
 			other = samples.PNGHeader(10, 10)
+		}
+		if slices.Contains(r.Inputs, render.TypePDF) && slices.Contains(r.Inputs, render.TypePNG) {
+			other = samples.DOT("a", "b") // safe-pdf takes both
 		}
 		// Past the renderer's limit, or past the body limit (8 MB of
 		// JSON) for the renderers that take more: 413 either way.

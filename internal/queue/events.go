@@ -39,6 +39,17 @@ type Diagnostics struct {
 	RefusedRequests []string `json:"refused_requests,omitempty"`
 	MissingFiles    []string `json:"missing_files,omitempty"`
 	ConsoleErrors   []string `json:"console_errors,omitempty"`
+	// Steps lists the sandboxes of a job that runs in several (safe-pdf),
+	// in order, up to the one that ended it.
+	Steps []Step `json:"steps,omitempty"`
+}
+
+// Step is one sandbox run of a job that takes several.
+type Step struct {
+	Name        string  `json:"name"`
+	Outcome     string  `json:"outcome"`
+	SandboxMode string  `json:"sandbox_mode,omitempty"`
+	Seconds     float64 `json:"seconds"` // from its sandbox's creation (or the pool's hand-over) to its result
 }
 
 // Output is an output file a worker stored.

@@ -339,16 +339,7 @@ var catalogue = map[string]*Renderer{
 			enumOpt("crop", "Fill the box exactly by cropping: none, centre or attention (the most interesting part).", "none", "none", "centre", "attention"),
 		},
 		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 1 << 30, TmpBytes: lightTmp},
-		check: func(input []byte, l Limits) error {
-			w, h, err := imageSize(input)
-			if err != nil {
-				return fmt.Errorf("%w: cannot read the image's header: %v", ErrInvalidInput, err)
-			}
-			if int64(w)*int64(h) > l.MaxPixels {
-				return fmt.Errorf("%w: the image is %d×%d = %d pixels, over the limit of %d", ErrInputTooLarge, w, h, int64(w)*int64(h), l.MaxPixels)
-			}
-			return nil
-		},
+		check:  checkImagePixels,
 		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
 			ext, opts := "png", "[strip]"
 			switch v.String("format") {

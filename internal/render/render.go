@@ -60,6 +60,9 @@ type Renderer struct {
 	// parts: the renderer takes a ZIP of PDFs, every file an input in the
 	// archive's order (pdf-merge; see mergeParts).
 	parts bool
+	// plan, when set, adds the stages that run after the first, each in
+	// a sandbox of its own (safe-pdf; see Plan.Next).
+	plan func(*Plan)
 }
 
 // inputFile is the input as the sandbox sees it.
@@ -207,6 +210,11 @@ type Plan struct {
 	// instead of the client's text.
 	Request LimitRequest
 	Job     sandbox.Job
+
+	// firstStage and firstFamily name Job's stage and pool when the
+	// renderer runs in several sandboxes; stages are the ones after it.
+	firstStage, firstFamily string
+	stages                  []stage
 }
 
 // Prepare validates the input, options and limits against the renderer and
@@ -285,7 +293,11 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 	req.Mode = wire.ModeRender
 	req.InputName = path.Base(in.Path)
 	req.InputSize = int64(len(input))
-	return &Plan{Renderer: r, InputType: got, Options: vals, Limits: lim, Request: limits, Job: sandbox.Job{Request: req, Limits: lim.Sandbox}}, nil
+	plan := &Plan{Renderer: r, InputType: got, Options: vals, Limits: lim, Request: limits, Job: sandbox.Job{Request: req, Limits: lim.Sandbox}}
+	if r.plan != nil {
+		r.plan(plan)
+	}
+	return plan, nil
 }
 
 // PrepareJSON is Prepare with options and limits as raw JSON objects (as

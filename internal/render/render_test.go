@@ -73,6 +73,7 @@ var good = map[string][]byte{
 	"image-thumbnail": encodePNG(samples.Image(4, 4, 0, 0, 1)), "office-pdf": samples.DOCX("a"),
 	"pdf-merge": samples.PDF("a", 1), "pdf-split": samples.PDF("a", 1), "pdf-pages": samples.PDF("a", 1),
 	"pdf-metadata": samples.PDF("a", 1), "pdf-protect": samples.PDF("a", 1), "pdf-unlock": samples.PDF("a", 1),
+	"safe-pdf": samples.PDF("a", 1),
 }
 
 // goodOptions are the options a renderer cannot go without.
@@ -86,12 +87,13 @@ var wrong = map[string][]byte{
 	"image-thumbnail": samples.SVG(2, 2, 0, 0, 1), "office-pdf": zipWith("evil.exe"),
 	"pdf-merge": samples.HTML("a", "b"), "pdf-split": samples.DOCX("a"), "pdf-pages": samples.SVG(2, 2, 0, 0, 1),
 	"pdf-metadata": samples.Markdown("a"), "pdf-protect": encodePNG(samples.Image(4, 4, 0, 0, 1)), "pdf-unlock": samples.HTML("a", "b"),
+	"safe-pdf": zipWith("evil.exe"),
 }
 
 func TestEveryRendererRefusesBadRequestsBeforeAnySandbox(t *testing.T) {
 	t.Parallel()
-	if len(render.Names()) != 17 {
-		t.Errorf("the catalogue has %d renderers, want 17: %v", len(render.Names()), render.Names())
+	if len(render.Names()) != 18 {
+		t.Errorf("the catalogue has %d renderers, want 18: %v", len(render.Names()), render.Names())
 	}
 	for _, r := range render.All() {
 		in, ok := good[r.Name]

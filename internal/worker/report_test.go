@@ -45,7 +45,7 @@ func TestRefusedOutputsAreNotStored(t *testing.T) {
 		{Name: "evil.html", Data: []byte("<script>steal()</script>")},
 	}}}
 	p := queue.Payload{JobID: "job-refused", Renderer: "html-pdf", Retention: time.Hour}
-	err := h.report(ctx, h.Logger, p, r, res, sandbox.ModeCold, nil, time.Now())
+	err := h.report(ctx, h.Logger, p, r, res, sandbox.ModeCold, nil, time.Now(), nil)
 	if !errors.Is(err, asynq.SkipRetry) {
 		t.Errorf("report = %v, want a failure that is not retried", err)
 	}
@@ -85,7 +85,7 @@ func TestOutputNameRenamesAcceptedOutputs(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := queue.Payload{JobID: "job-named", Renderer: "pdf-png", Retention: time.Hour, OutputName: tc.name}
-		err := h.report(ctx, h.Logger, p, r, res, sandbox.ModeCold, nil, time.Now())
+		err := h.report(ctx, h.Logger, p, r, res, sandbox.ModeCold, nil, time.Now(), nil)
 		if tc.state == "failed" != errors.Is(err, asynq.SkipRetry) {
 			t.Errorf("output_name %q: report = %v", tc.name, err)
 		}

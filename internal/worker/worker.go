@@ -187,8 +187,8 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	done := h.Metrics.start(p.Accepted)
 	var ret error
 	// The result is stored and reported before the sandbox's teardown.
-	h.run(ctx, r, plan.Job, input, func(res *sandbox.Result, mode string, runErr error) {
-		ret = h.report(ctx, log, p, r, res, mode, runErr, start)
+	h.runStages(ctx, r, plan, input, func(res *sandbox.Result, mode string, runErr error, steps []queue.Step) {
+		ret = h.report(ctx, log, p, r, res, mode, runErr, start, steps)
 	})
 	done()
 	return ret
@@ -196,8 +196,15 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 
 // report stores a run's outputs and reports its result, and says what
 // asynq should do with the task.
-func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload, r *render.Renderer, res *sandbox.Result, mode string, runErr error, start time.Time) error {
+func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload, r *render.Renderer, res *sandbox.Result, mode string, runErr error, start time.Time, steps []queue.Step) error {
 	outcome := sandbox.OutcomeOf(runErr)
+	diag := diagnosticsOf(res)
+	if steps != nil {
+		if diag == nil {
+			diag = &queue.Diagnostics{}
+		}
+		diag.Steps = steps
+	}
 	h.Metrics.observe(p.Renderer, outcome, mode, res)
 	log = log.With("sandbox_id", res.SandboxID, "sandbox_mode", mode, "outcome", outcome, "seconds", time.Since(start).Seconds())
 
@@ -222,7 +229,7 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload,
 		}); err != nil {
 			return err
 		}
-		return h.finish(ctx, log, p, queue.Event{State: "succeeded", Outputs: outs, SandboxMode: mode, Diagnostics: diagnosticsOf(res)})
+		return h.finish(ctx, log, p, queue.Event{State: "succeeded", Outputs: outs, SandboxMode: mode, Diagnostics: diag})
 	case outcome == sandbox.Canceled && errors.Is(context.Cause(ctx), ErrCanceledByUser):
 		return h.end(ctx, log, p, "canceled", "canceled", "the job was canceled while it ran")
 	case outcome == sandbox.Canceled:
@@ -243,7 +250,7 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload,
 				msg += "\n" + tail(se.Stderr, 2048)
 			}
 		}
-		return h.endWith(ctx, log, p, queue.Event{State: "failed", ErrorCode: string(outcome), ErrorMessage: msg, SandboxMode: mode, Diagnostics: diagnosticsOf(res)})
+		return h.endWith(ctx, log, p, queue.Event{State: "failed", ErrorCode: string(outcome), ErrorMessage: msg, SandboxMode: mode, Diagnostics: diag})
 	}
 }
 
@@ -262,8 +269,8 @@ func diagnosticsOf(res *sandbox.Result) *queue.Diagnostics {
 // run runs the job in a sandbox from the pool when its family has one
 // ready, else in a cold one, and calls then with the result and the
 // sandbox's mode before the sandbox is torn down.
-func (h *Handler) run(ctx context.Context, r *render.Renderer, job sandbox.Job, input []byte, then func(*sandbox.Result, string, error)) {
-	if sb, mode := h.Pool.Take(ctx, r.Family(), job.Limits); sb != nil {
+func (h *Handler) run(ctx context.Context, renderer, family string, job sandbox.Job, input []byte, then func(*sandbox.Result, string, error)) {
+	if sb, mode := h.Pool.Take(ctx, family, job.Limits); sb != nil {
 		broken := false
 		res, err := h.Manager.RunThen(ctx, sb, job, func(res *sandbox.Result, err error) {
 			// A pool sandbox that broke (it died while idle, its restore
@@ -272,7 +279,7 @@ func (h *Handler) run(ctx context.Context, r *render.Renderer, job sandbox.Job, 
 				then(res, mode, err)
 			}
 		})
-		h.Metrics.teardown(r.Name, res)
+		h.Metrics.teardown(renderer, res)
 		if !broken {
 			return
 		}
@@ -282,7 +289,7 @@ func (h *Handler) run(ctx context.Context, r *render.Renderer, job sandbox.Job, 
 	res, _ := h.Manager.RunThen(ctx, nil, job, func(res *sandbox.Result, err error) {
 		then(res, sandbox.ModeCold, err)
 	})
-	h.Metrics.teardown(r.Name, res)
+	h.Metrics.teardown(renderer, res)
 }
 
 func lastAttempt(ctx context.Context) bool {
