@@ -17,6 +17,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 
 	"github.com/renderbox/renderbox"
+	"github.com/renderbox/renderbox/internal/samples"
 )
 
 // seen records every property of a contract schema that a live answer
@@ -186,6 +187,12 @@ func TestContractCoverage(t *testing.T) {
 	})
 	if w := webhookOf(t, c, key, j.ID); w.State != "delivered" {
 		t.Errorf("the webhook: %+v, want delivered on its second attempt", w)
+	}
+	// A job of stages (safe-pdf: pixels, then a rebuilt PDF) lists them.
+	if r, j := submitFields(t, c, key, "safe-pdf", samples.SVG(40, 30, 0, 0, 5), nil, "", nil); r.Status != 202 {
+		t.Errorf("a safe-pdf job: %d %s, want it accepted", r.Status, r.Body)
+	} else if j = getJob(t, c, key, j.ID, "?wait=60"); j.State != "succeeded" {
+		t.Errorf("the safe-pdf job is %s %+v, want succeeded", j.State, j.Error)
 	}
 	doc, err := openapi3.NewLoader().LoadFromData(renderbox.OpenAPI)
 	if err != nil {
