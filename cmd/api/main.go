@@ -49,6 +49,13 @@ import (
 type Config struct {
 	// Addr is the listen address. Default 127.0.0.1:8080. Env RENDERBOX_ADDR.
 	Addr string
+	// PublicURL is the base URL clients reach the API at, e.g.
+	// https://render.example.com or https://example.com/render behind a
+	// proxy that strips /render: Location, output URLs and webhooks' URLs
+	// are absolute under it. Default none: relative URLs (never from the
+	// request's Host header, which the client writes). Env
+	// RENDERBOX_PUBLIC_URL.
+	PublicURL string
 	// MetricsAddr serves /metrics, apart from the API: the metrics show
 	// every tenant's jobs, so only the operator should reach them. ""
 	// disables. Default 127.0.0.1:9090. Env RENDERBOX_METRICS_ADDR.
@@ -111,6 +118,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 		return d
 	}
 	fs.StringVar(&c.Addr, "addr", env("ADDR", "127.0.0.1:8080"), "listen address")
+	fs.StringVar(&c.PublicURL, "public-url", env("PUBLIC_URL", ""), "base URL clients reach the API at (https://render.example.com, a path prefix allowed): Location, output and webhook URLs are absolute under it (default: relative)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("METRICS_ADDR", "127.0.0.1:9090"), `serve /metrics here, apart from the API ("" disables)`)
 	c.Redis.Bind(fs)
 	fs.DurationVar(&c.WorkerHeartbeatTimeout, "worker-heartbeat-timeout", 30*time.Second, "/readyz answers 503 when no worker has sent a heartbeat within this (a few of the workers' -heartbeat-interval)")
@@ -220,6 +228,9 @@ func (c Config) validate() error {
 	}
 	if _, err := cidr.Parse(c.TrustedProxies); err != nil {
 		return fmt.Errorf("config: -trusted-proxies: %w", err)
+	}
+	if _, err := api.ParsePublicURL(c.PublicURL); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
@@ -335,9 +346,10 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}
-	proxies, _ := cidr.Parse(c.TrustedProxies) // checked by validate
+	proxies, _ := cidr.Parse(c.TrustedProxies)   // checked by validate
+	public, _ := api.ParsePublicURL(c.PublicURL) // checked by validate
 	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Diagnostics: c.Diagnostics,
-		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events, TrustedProxies: proxies}
+		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events, TrustedProxies: proxies, PublicURL: public}
 	srv := s.HTTPServer(c.Addr)
 	var msrv *http.Server
 	if c.MetricsAddr != "" {
@@ -393,7 +405,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		go func() { errc <- msrv.Serve(mln) }()
 	}
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("api listening", "addr", ln.Addr().String(), "metrics_addr", maddr, "redis", redisShown, "db", ledger.Redact(c.DB), "version", buildinfo.Read().Version)
+	log.Info("api listening", "addr", ln.Addr().String(), "metrics_addr", maddr, "redis", redisShown, "db", ledger.Redact(c.DB), "public_url", public, "version", buildinfo.Read().Version)
 	// Either listener failing (its address taken) ends the process; a
 	// shutdown ends both with ErrServerClosed.
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
