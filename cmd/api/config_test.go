@@ -55,7 +55,7 @@ func TestResolveDB(t *testing.T) {
 			if err := fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			err := c.resolveDB(fs)
+			err := c.settle(fs)
 			switch {
 			case tc.wantErr != "":
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -159,7 +159,7 @@ func TestDeployReplicaSettings(t *testing.T) {
 	if err := fs.Parse(execStart[2:]); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.resolveDB(fs); err != nil {
+	if err := c.settle(fs); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.validate(); err != nil {

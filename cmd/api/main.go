@@ -39,13 +39,15 @@ import (
 	"github.com/renderbox/renderbox/internal/api"
 	"github.com/renderbox/renderbox/internal/buildinfo"
 	"github.com/renderbox/renderbox/internal/cidr"
+	"github.com/renderbox/renderbox/internal/envflag"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/webhook"
 )
 
-// Config is the API's configuration; flags and RENDERBOX_* variables map
-// onto it in bind.
+// Config is the API's configuration. Flags map onto it in bind, and each
+// flag's RENDERBOX_* variable of the same name (envflag) in settle; the
+// README's "Settings" table lists them all.
 type Config struct {
 	// Addr is the listen address. Default 127.0.0.1:8080. Env RENDERBOX_ADDR.
 	Addr string
@@ -110,20 +112,17 @@ type Config struct {
 	Events api.EventConfig
 }
 
+// bind registers the configuration's flags on fs with their defaults;
+// settle then applies their RENDERBOX_* variables (envflag: -metrics-addr
+// is RENDERBOX_METRICS_ADDR), the command line winning.
 func (c *Config) bind(fs *flag.FlagSet) {
-	env := func(k, d string) string {
-		if v := os.Getenv("RENDERBOX_" + k); v != "" {
-			return v
-		}
-		return d
-	}
-	fs.StringVar(&c.Addr, "addr", env("ADDR", "127.0.0.1:8080"), "listen address")
-	fs.StringVar(&c.PublicURL, "public-url", env("PUBLIC_URL", ""), "base URL clients reach the API at (https://render.example.com, a path prefix allowed): Location, output and webhook URLs are absolute under it (default: relative)")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("METRICS_ADDR", "127.0.0.1:9090"), `serve /metrics here, apart from the API ("" disables)`)
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
+	fs.StringVar(&c.PublicURL, "public-url", "", "base URL clients reach the API at (https://render.example.com, a path prefix allowed): Location, output and webhook URLs are absolute under it (default: relative)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9090", `serve /metrics here, apart from the API ("" disables)`)
 	c.Redis.Bind(fs)
 	fs.DurationVar(&c.WorkerHeartbeatTimeout, "worker-heartbeat-timeout", 30*time.Second, "/readyz answers 503 when no worker has sent a heartbeat within this (a few of the workers' -heartbeat-interval)")
-	fs.StringVar(&c.DB, "db", env("DB", "/var/lib/renderbox/api/ledger.db"), "the ledger: a SQLite file or a PostgreSQL URL (postgres://…; a password goes in RENDERBOX_DB or -db-file, not here)")
-	fs.StringVar(&c.DBFile, "db-file", env("DB_FILE", ""), "read the ledger's -db value (e.g. a PostgreSQL URL with its password) from the first line of this file")
+	fs.StringVar(&c.DB, "db", "/var/lib/renderbox/api/ledger.db", "the ledger: a SQLite file or a PostgreSQL URL (postgres://…; a password goes in RENDERBOX_DB or -db-file, not here)")
+	fs.StringVar(&c.DBFile, "db-file", "", "read the ledger's -db value (e.g. a PostgreSQL URL with its password) from the first line of this file")
 	fs.DurationVar(&c.Retention, "retention", 24*time.Hour, "how long inputs, outputs and finished jobs' queue records are kept")
 	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", 64<<20, "largest request body (413 past it)")
 	fs.IntVar(&c.Limits.MaxQueueDepth, "max-queue-depth", 1000, "most jobs waiting or running (503 past it)")
@@ -142,9 +141,9 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Limits.RedisHighWater, "redis-high-water", 0.8, "share of Redis's maxmemory past which new jobs are refused (503 queue_full)")
 	fs.BoolVar(&c.Diagnostics, "diagnostics", false, "accept the diagnostic renderers (sandbox-probe: escape attempts run as a job)")
 	fs.BoolVar(&c.Webhooks, "webhooks", true, "send webhooks to jobs' callback_url")
-	fs.StringVar(&c.WebhookSecretFile, "webhook-secret-file", env("WEBHOOK_SECRET_FILE", ""), "master secret of webhook signatures (default: webhook.key next to -db; made if missing)")
-	fs.StringVar(&c.WebhookAllow, "webhook-allow", env("WEBHOOK_ALLOW", ""), "non-public ranges webhooks may reach, e.g. 10.0.0.0/8 (public addresses only by default)")
-	fs.StringVar(&c.TrustedProxies, "trusted-proxies", env("TRUSTED_PROXIES", ""), "peers (CIDRs or addresses, comma-separated) whose X-Request-Id is taken as the request's id, e.g. 127.0.0.1 for a proxy on this host (none by default)")
+	fs.StringVar(&c.WebhookSecretFile, "webhook-secret-file", "", "master secret of webhook signatures (default: webhook.key next to -db; made if missing)")
+	fs.StringVar(&c.WebhookAllow, "webhook-allow", "", "non-public ranges webhooks may reach, e.g. 10.0.0.0/8 (public addresses only by default)")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "peers (CIDRs or addresses, comma-separated) whose X-Request-Id is taken as the request's id, e.g. 127.0.0.1 for a proxy on this host (none by default)")
 	fs.StringVar(&c.WebhookRetry, "webhook-retry", "", "wait before each webhook retry, e.g. 5s,30s,2m (default 5s,30s,2m,10m,30m,1h,3h,6h,12h)")
 	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
 	fs.DurationVar(&c.Events.RetryAfter, "event-retry-after", 5*time.Second, "a result event not applied (ledger error, unknown job, a replica that died) is retried by any replica after this")
@@ -296,11 +295,43 @@ func (e usageError) Error() string { return string(e) }
 
 func usagef(format string, a ...any) error { return usageError(fmt.Sprintf(format, a...)) }
 
-func serve(ctx context.Context, args []string, stdout io.Writer) error {
-	var c Config
+// serveFlags is api serve's command line: the configuration's flags and
+// -version, which is no setting (envflag gives it no variable).
+func serveFlags(c *Config) (*flag.FlagSet, *bool) {
 	fs := flag.NewFlagSet("api serve", flag.ContinueOnError)
 	c.bind(fs)
-	version := fs.Bool("version", false, "print the build (version, VCS revision, Go release) and exit")
+	return fs, fs.Bool("version", false, "print the build (version, VCS revision, Go release) and exit")
+}
+
+// keysFlags is api keys sub's command line: the configuration's flags
+// (of which keys uses the ledger's) and create's -admin and -create, which
+// say what to do rather than set anything (no variable).
+func keysFlags(sub string, c *Config) (fs *flag.FlagSet, admin, create *bool) {
+	fs = flag.NewFlagSet("api keys "+sub, flag.ContinueOnError)
+	c.bind(fs)
+	admin, create = new(bool), new(bool)
+	if sub == "create" {
+		fs.BoolVar(admin, "admin", false, "an admin key: may also list the workers (GET /v1/workers)")
+		fs.BoolVar(create, "create", false, "make the SQLite ledger -db names if it does not exist (a new, empty ledger)")
+	}
+	return fs, admin, create
+}
+
+// notSettings are the flags of api's commands that have no variable.
+var notSettings = []string{"version", "admin", "create"}
+
+// settle applies the variables of the flags the command line (parsed into
+// fs) did not give, then the ledger's URL (resolveDB).
+func (c *Config) settle(fs *flag.FlagSet) error {
+	if _, err := envflag.Apply(fs, nil, notSettings...); err != nil {
+		return err
+	}
+	return c.resolveDB(fs)
+}
+
+func serve(ctx context.Context, args []string, stdout io.Writer) error {
+	var c Config
+	fs, version := serveFlags(&c)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -311,7 +342,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return usagef("api serve takes no arguments, got %q", fs.Arg(0))
 	}
-	if err := c.resolveDB(fs); err != nil {
+	if err := c.settle(fs); err != nil {
 		return err
 	}
 	if err := c.validate(); err != nil {
@@ -427,23 +458,18 @@ func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// not make or migrate a ledger.
 		return usagef("unknown keys command %q (create, revoke, list)", sub)
 	}
-	fs := flag.NewFlagSet("api keys "+sub, flag.ContinueOnError)
 	var c Config
-	c.bind(fs)
-	admin, create := false, false
-	if sub == "create" {
-		fs.BoolVar(&admin, "admin", false, "an admin key: may also list the workers (GET /v1/workers)")
-		fs.BoolVar(&create, "create", false, "make the SQLite ledger -db names if it does not exist (a new, empty ledger)")
-	}
+	fs, adminFlag, createFlag := keysFlags(sub, &c)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	if want := map[string]int{"create": 1, "revoke": 1, "list": 0}[sub]; fs.NArg() != want {
 		return usagef("api keys %s takes %s, got %d arguments", sub, map[string]string{"create": "one NAME", "revoke": "one ID", "list": "none"}[sub], fs.NArg())
 	}
-	if err := c.resolveDB(fs); err != nil {
+	if err := c.settle(fs); err != nil {
 		return err
 	}
+	admin, create := *adminFlag, *createFlag
 	if err := ledgerExists(c.DB, create); err != nil {
 		return err
 	}

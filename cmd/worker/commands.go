@@ -14,10 +14,26 @@ import (
 	"strings"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/envflag"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/rootfs"
 	"github.com/renderbox/renderbox/internal/sandbox"
 )
+
+// renderArgs are render's flags that name its job, not a setting: they
+// have no variable.
+var renderArgs = []string{"renderer", "o", "options", "limits", "input-type"}
+
+// deprecatedVars are variables once named otherwise than their flag,
+// still read (the new name wins) and warned about.
+var deprecatedVars = []envflag.Deprecated{{Var: "RENDERBOX_WORKER_METRICS", Flag: "metrics-addr"}}
+
+// warnDeprecated logs each old variable c was read from.
+func (c Config) warnDeprecated(log *slog.Logger) {
+	for _, d := range c.deprecated {
+		log.Warn("a deprecated environment variable is set; rename it", "variable", d.Var, "use", d.Use())
+	}
+}
 
 // parse binds the shared flags plus extra ones and returns the validated
 // config and the positional arguments.
@@ -47,6 +63,11 @@ func parse(name string, args []string, extra func(*flag.FlagSet)) (Config, []str
 	if name != "render" && len(rest) > 0 {
 		return c, rest, usageError(fmt.Sprintf("worker %s takes no arguments, got %q", name, rest[0]))
 	}
+	used, err := envflag.Apply(fs, deprecatedVars, renderArgs...)
+	if err != nil {
+		return c, rest, err
+	}
+	c.deprecated = used
 	c = c.withDefaults()
 	if err := c.validate(); err != nil {
 		return c, rest, err
