@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"io"
 	"os"
@@ -186,6 +187,10 @@ func TestPublicURLIsValidated(t *testing.T) {
 		var stderr strings.Builder
 		if code := run(context.Background(), []string{"serve", "-public-url", bad}, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "-public-url") {
 			t.Errorf("api serve -public-url %q: exit %d, %q; want 1 naming -public-url", bad, code, stderr.String())
+		}
+		// serve's log is JSON to its last line: the reason it stopped too.
+		if !json.Valid([]byte(stderr.String())) {
+			t.Errorf("api serve -public-url %q: %q is not a JSON record", bad, stderr.String())
 		}
 	}
 	if _, err := os.Stat(os.Getenv("RENDERBOX_DB")); err == nil {

@@ -280,6 +280,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, new(usageError)):
 		fmt.Fprintf(stderr, "api: %v\n\n%s", err, usage)
 		return 2
+	case err != nil && cmd == "serve":
+		// serve's log is JSON from its first line to its last, the
+		// reason it stopped included; a command line it did not
+		// understand is the only text (with the usage, above).
+		slog.New(slog.NewJSONHandler(stderr, nil)).Error("api serve failed", "err", err.Error())
+		return 1
 	case err != nil:
 		fmt.Fprintf(stderr, "api: %v\n", err)
 		return 1
@@ -294,6 +300,15 @@ type usageError string
 func (e usageError) Error() string { return string(e) }
 
 func usagef(format string, a ...any) error { return usageError(fmt.Sprintf(format, a...)) }
+
+// parseError is a flag the command line got wrong as a usage error (exit
+// 2, in text, before any log); -h stays flag.ErrHelp.
+func parseError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError(err.Error())
+}
 
 // serveFlags is api serve's command line: the configuration's flags and
 // -version, which is no setting (envflag gives it no variable).
@@ -333,7 +348,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	var c Config
 	fs, version := serveFlags(&c)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return parseError(err)
 	}
 	if *version {
 		buildinfo.Read().Print(stdout, "api")
@@ -353,6 +368,10 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// serve's log is JSON from its first line to its last: the standard
+	// library's (net/http's) and go-redis's messages too.
+	slog.SetDefault(log)
+	queue.LogRedisTo(log)
 	store, err := ledger.OpenStore(ctx, c.DB)
 	if err != nil {
 		return fmt.Errorf("opening the ledger: %w", err)
@@ -461,7 +480,7 @@ func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c Config
 	fs, adminFlag, createFlag := keysFlags(sub, &c)
 	if err := fs.Parse(args[1:]); err != nil {
-		return err
+		return parseError(err)
 	}
 	if want := map[string]int{"create": 1, "revoke": 1, "list": 0}[sub]; fs.NArg() != want {
 		return usagef("api keys %s takes %s, got %d arguments", sub, map[string]string{"create": "one NAME", "revoke": "one ID", "list": "none"}[sub], fs.NArg())

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -87,10 +88,14 @@ func cmdServe(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log := c.logger().With("worker", s.Name)
+	// serve's log is JSON from its first line to its last: the standard
+	// library's (net/http's) and go-redis's messages too.
+	slog.SetDefault(log)
+	queue.LogRedisTo(log)
 	c.warnDeprecated(log)
 	// The checks (and the state dir's lock) before Redis is dialed: a
 	// second worker on a state dir refuses without touching the queue.
-	m, facts, err := preflight(ctx, c, log, os.Stderr, fams != nil)
+	m, facts, err := preflight(ctx, c, log, logReport(log), fams != nil)
 	if err != nil {
 		return err
 	}
@@ -190,7 +195,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	// A draining worker takes no new jobs: it is no longer counted alive.
 	stopBeats()
 	<-beatsDone
-	log.Info("draining: no new jobs; waiting for running ones", "timeout", s.ShutdownTimeout)
+	log.Info("draining: no new jobs; waiting for running ones", "timeout_seconds", s.ShutdownTimeout.Seconds())
 	grace := time.AfterFunc(max(0, s.ShutdownTimeout-500*time.Millisecond), stopJobs)
 	defer grace.Stop()
 	srv.Shutdown()

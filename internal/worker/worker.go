@@ -199,7 +199,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload, r *render.Renderer, res *sandbox.Result, mode string, runErr error, start time.Time) error {
 	outcome := sandbox.OutcomeOf(runErr)
 	h.Metrics.observe(p.Renderer, outcome, mode, res)
-	log = log.With("sandbox_id", res.SandboxID, "sandbox_mode", mode, "outcome", outcome, "seconds", time.Since(start).Seconds())
+	log = log.With("sandbox_id", res.SandboxID, "sandbox_mode", mode, "outcome", outcome, "duration_seconds", time.Since(start).Seconds())
 
 	switch {
 	case runErr == nil:
