@@ -31,7 +31,9 @@ type Config struct {
 	// /var/lib/renderbox/rootfs/current. Env RENDERBOX_ROOTFS.
 	Rootfs string
 	// CgroupParent is the cgroup holding this worker's sandboxes; private
-	// to it. Default renderbox. Env RENDERBOX_CGROUP_PARENT.
+	// to it. Default renderbox; "delegated" is <the worker's own
+	// cgroup>/sandboxes, for a systemd unit with Delegate=yes. Env
+	// RENDERBOX_CGROUP_PARENT.
 	CgroupParent string
 	// LogLevel is debug, info, warn or error. Default info. Env
 	// RENDERBOX_LOG_LEVEL.
@@ -89,7 +91,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.Platform, "platform", "", "runsc platform (default systrap)")
 	fs.StringVar(&c.StateDir, "state-dir", "", "private state dir for runsc and bundles (default /run/renderbox/worker)")
 	fs.StringVar(&c.Rootfs, "rootfs", "", "built rootfs tree (default /var/lib/renderbox/rootfs/current)")
-	fs.StringVar(&c.CgroupParent, "cgroup-parent", "", "cgroup holding this worker's sandboxes (default renderbox)")
+	fs.StringVar(&c.CgroupParent, "cgroup-parent", "", "cgroup holding this worker's sandboxes (default renderbox; \"delegated\": inside the worker's own cgroup, which its unit delegates)")
 	fs.StringVar(&c.LogLevel, "log-level", "", "debug, info, warn or error (default info)")
 	fs.DurationVar(&c.RootfsMaxAge, "rootfs-max-age", 0, "refuse a rootfs whose packages are older than this (0: only warn past 7 days)")
 }
@@ -102,14 +104,27 @@ func (c Config) logger() *slog.Logger {
 
 // manager builds the sandbox manager the config describes.
 func (c Config) manager(log *slog.Logger) (*sandbox.Manager, error) {
+	parent, err := c.cgroupParent()
+	if err != nil {
+		return nil, err
+	}
 	return sandbox.NewManager(sandbox.Config{
 		Runsc:        c.Runsc,
 		Platform:     c.Platform,
 		StateDir:     c.StateDir,
 		Rootfs:       rootfs.Dir(c.Rootfs),
-		CgroupParent: c.CgroupParent,
+		CgroupParent: parent,
 		Logger:       log,
 	})
+}
+
+// cgroupParent is the cgroup parent of the worker's sandboxes, the
+// delegated one resolved (and, on cgroup v2, prepared).
+func (c Config) cgroupParent() (string, error) {
+	if c.CgroupParent == sandbox.DelegatedParent {
+		return sandbox.Delegate()
+	}
+	return c.CgroupParent, nil
 }
 
 // lockOrPrivate takes the state dir's lock for m and returns m. Beside a
@@ -132,9 +147,13 @@ func (c Config) lockOrPrivate(m *sandbox.Manager, serving bool, log *slog.Logger
 // beside c's (for checks run next to a worker that holds c's), holding its
 // lock; cleanup reaps and removes both.
 func (c Config) privateManager(log *slog.Logger) (*sandbox.Manager, func(), error) {
+	parent, err := c.cgroupParent()
+	if err != nil {
+		return nil, nil, err
+	}
 	p := c
 	suffix := fmt.Sprintf("-check-%d", os.Getpid())
-	p.StateDir, p.CgroupParent = c.StateDir+suffix, c.CgroupParent+suffix
+	p.StateDir, p.CgroupParent = c.StateDir+suffix, parent+suffix
 	m, err := p.manager(log)
 	if err != nil {
 		return nil, nil, err

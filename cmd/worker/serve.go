@@ -190,7 +190,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	// point is not alive either.
 	defer func() { stopBeats(); <-beatsDone }()
 	log.Info("worker ready", "concurrency", s.Concurrency, "redis", redisShown, "worker_id", info.ID,
-		"rootfs_digest", info.RootfsDigest, "runsc_version", info.RunscVersion, "version", buildinfo.Read().Version)
+		"rootfs_digest", info.RootfsDigest, "runsc_version", info.RunscVersion, "version", buildinfo.Read().Version,
+		"cgroup_parent", m.Config().CgroupParent)
 	<-ctx.Done()
 	// A draining worker takes no new jobs: it is no longer counted alive.
 	stopBeats()

@@ -179,14 +179,15 @@ type stack struct {
 	db       string
 	// dbEnv passes a ledger whose URL carries a password (PostgreSQL)
 	// the way an operator must: RENDERBOX_DB, not -db.
-	dbEnv    []string
-	apiArgs  []string // what every API of the stack is started with
-	base     string
-	metrics  string // the API's /metrics, on a listener of its own
-	api      *proc
-	worker   *proc
-	workerSB sandbox.Config // the worker's private state dir and cgroup parent
-	client   *client
+	dbEnv     []string
+	apiArgs   []string // what every API of the stack is started with
+	base      string
+	metrics   string // the API's /metrics, on a listener of its own
+	api       *proc
+	worker    *proc
+	workerSB  sandbox.Config                               // the worker's private state dir and cgroup parent
+	workerCmd func(worker string, args []string) *exec.Cmd // stackOpts.workerCmd
+	client    *client
 }
 
 type stackOpts struct {
@@ -196,6 +197,9 @@ type stackOpts struct {
 	fsync      string // appendfsync when persist: "always" (default) or "everysec"
 	maxmemory  string // Redis's maxmemory, e.g. "24mb" (testenv's default when "")
 	noWorker   bool   // jobs stay queued
+	// workerCmd, when set, makes the command that runs the worker binary
+	// with args (to start it as a service manager would).
+	workerCmd func(worker string, args []string) *exec.Cmd
 	// postgres puts the ledger in a private PostgreSQL server (shared by
 	// every API the test starts) instead of a SQLite file.
 	postgres bool
@@ -228,6 +232,7 @@ func newStack(t *testing.T, o stackOpts) *stack {
 		// No directory beside the ledger: every replica names the key.
 		s.apiArgs = []string{"-webhook-secret-file", filepath.Join(t.TempDir(), "webhook.key")}
 	}
+	s.workerCmd = o.workerCmd
 	if !o.noWorker {
 		s.startWorker(o.workerArgs...)
 	}
@@ -407,7 +412,12 @@ func (s *stack) startWorker(extra ...string) *proc {
 		// wins): most tests are about one job's sandbox, and a pool's
 		// boots in the background would share the two cores with them.
 		"-metrics-addr", "", "-concurrency", "2", "-pool-size", "none"}, ra.args...)
-	w := startEnv(t, "worker", ra.env, append(args, extra...)...)
+	args = append(args, extra...)
+	cmd := exec.Command(filepath.Join(bins, "worker"), args...)
+	if s.workerCmd != nil {
+		cmd = s.workerCmd(filepath.Join(bins, "worker"), args)
+	}
+	w := startCmd(t, "worker", ra.env, cmd)
 	waitFor(t, "the worker to pass its checks and serve", 60*time.Second, func() bool {
 		if w.cmd.ProcessState != nil {
 			t.Fatalf("worker exited:\n%s", w.output())
@@ -532,7 +542,9 @@ func (c *client) try(hc *http.Client, method, path, key, contentType string, bod
 }
 
 // validate checks a response against the contract: its route, status,
-// content type and body schema.
+// content type and body schema (where a property the schema does not name
+// fails: additionalProperties: false), and records the properties it
+// carried for TestContractCoverage.
 func (c *client) validate(req *http.Request, reqBody []byte, resp *http.Response, body []byte) {
 	c.t.Helper()
 	vreq, _ := http.NewRequest(req.Method, req.URL.String(), bytes.NewReader(reqBody))
@@ -550,7 +562,9 @@ func (c *client) validate(req *http.Request, reqBody []byte, resp *http.Response
 	}
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
 		c.t.Errorf("%s %s → %d does not match openapi.yaml: %v\nbody: %s", req.Method, req.URL.Path, resp.StatusCode, err, tailStr(string(body), 500))
+		return
 	}
+	recordAnswer(route, resp, body)
 }
 
 func multipartBody(fields map[string]string, file []byte) (string, []byte) {

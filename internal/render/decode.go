@@ -26,6 +26,10 @@ const (
 // would round to nothing (and a zero timeout means the renderer's own).
 const MinTimeout = 0.001
 
+// MinMemoryBytes is the least memory_bytes a request may lower a limit to:
+// less than a renderer can start in.
+const MinMemoryBytes = 64 << 20
+
 // quoteName quotes a client's key for an error message, cut to a bounded
 // length.
 func quoteName(s string) string {

@@ -173,8 +173,8 @@ func (r *Renderer) EffectiveLimits(req LimitRequest) (Limits, error) {
 		return l, err
 	}
 	if ok, err = lower("memory_bytes", float64(req.MemoryBytes), float64(l.Sandbox.MemoryBytes)); ok {
-		if req.MemoryBytes < 64<<20 {
-			return l, fmt.Errorf("%w: limit memory_bytes must be at least %d", ErrInvalidOptions, 64<<20)
+		if req.MemoryBytes < MinMemoryBytes {
+			return l, fmt.Errorf("%w: limit memory_bytes must be at least %d", ErrInvalidOptions, MinMemoryBytes)
 		}
 		l.Sandbox.MemoryBytes = req.MemoryBytes
 	}
