@@ -78,10 +78,13 @@ type Job struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	} `json:"error,omitempty"`
-	Outputs     []Output        `json:"outputs,omitempty"`
-	Webhook     json.RawMessage `json:"webhook,omitempty"`
-	Worker      json.RawMessage `json:"worker,omitempty"`
-	Diagnostics json.RawMessage `json:"diagnostics,omitempty"`
+	Outputs []Output `json:"outputs,omitempty"`
+	// OutputsZipURL downloads every output as one ZIP once the job
+	// succeeded; absolute or relative as Output.URL.
+	OutputsZipURL string          `json:"outputs_zip_url,omitempty"`
+	Webhook       json.RawMessage `json:"webhook,omitempty"`
+	Worker        json.RawMessage `json:"worker,omitempty"`
+	Diagnostics   json.RawMessage `json:"diagnostics,omitempty"`
 }
 
 // Terminal reports whether the job has ended (it changes no more).
@@ -93,9 +96,11 @@ func (j *Job) Terminal() bool {
 type Output struct {
 	Name      string `json:"name"`
 	MediaType string `json:"media_type"`
-	URL       string `json:"url"`
-	Size      int64  `json:"size"`
-	SHA256    string `json:"sha256"`
+	// URL is absolute when the server has a public URL (api serve
+	// -public-url), else relative to its base URL; the client takes both.
+	URL    string `json:"url"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
 }
 
 // Error is a refusal from the API: an RFC 9457 problem with its code.
@@ -445,7 +450,8 @@ func (c *Client) DownloadAll(ctx context.Context, j *Job, dir string) ([]string,
 }
 
 // request makes a request for path (absolute, or relative to the base
-// URL) with the key.
+// URL) with the key. An absolute URL must be on the base URL's origin:
+// the key is not sent anywhere else, whatever URL an answer names.
 func (c *Client) request(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
 	ref, err := url.Parse(path)
 	if err != nil {
@@ -456,6 +462,9 @@ func (c *Client) request(ctx context.Context, method, path string, body io.Reade
 		// Relative to the base URL's path too (a server behind a prefix).
 		u = c.base.JoinPath(ref.Path)
 		u.RawQuery = ref.RawQuery
+	} else if !strings.EqualFold(u.Scheme, c.base.Scheme) || !strings.EqualFold(u.Host, c.base.Host) {
+		return nil, fmt.Errorf("renderbox: the server named %s, not on %s://%s, where the key goes: "+
+			"use the server's public URL (its -public-url) as the client's base URL", u.Redacted(), c.base.Scheme, c.base.Host)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {

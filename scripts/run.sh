@@ -26,7 +26,9 @@ fetch() { # renderer: download every output of its job
   [ "$state" = succeeded ] || { cat "$out/$1.job.json"; echo; return 1; }
   mkdir -p "$out/$1"
   for url in $(grep -o '"url":"[^"]*"' "$out/$1.job.json" | cut -d'"' -f4); do
-    api -o "$out/$1/${url##*/}" "http://$addr$url"
+    # Absolute when the API has -public-url (API_ARGS), else relative.
+    case $url in http://* | https://*) ;; *) url="http://$addr$url" ;; esac
+    api -o "$out/$1/${url##*/}" "$url"
   done
 }
 

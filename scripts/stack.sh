@@ -37,7 +37,8 @@ stack_start_worker() { # LOGFILE FLAGS…: start a worker, return once it is rea
     sleep 0.5
   done
   grep -q '"worker ready"' "$log" || { cat "$log"; echo "the worker did not become ready" >&2; exit 1; }
-  grep -E '^(PASS|FAIL)' "$log" || true
+  # The start-up checks, from the worker's JSON log.
+  grep '"msg":"start-up check"' "$log" | sed -n 's/.*"check":"\([^"]*\)","verdict":"\([^"]*\)","detail":"\([^"]*\)".*/\2  \1  \3/p' || true
 }
 
 stack_restart_worker() { # LOGFILE FLAGS…: drain the worker, then start another

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"io"
 	"os"
@@ -55,7 +56,7 @@ func TestResolveDB(t *testing.T) {
 			if err := fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			err := c.resolveDB(fs)
+			err := c.settle(fs)
 			switch {
 			case tc.wantErr != "":
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -150,7 +151,7 @@ func TestDeployReplicaSettings(t *testing.T) {
 	if len(execStart) != 2 || execStart[0] != "/usr/local/bin/renderbox-api" || execStart[1] != "serve" {
 		t.Fatalf("replica.conf's ExecStart = %q, want the bare serve (every setting from the environment)", execStart)
 	}
-	for _, k := range []string{"RENDERBOX_DB", "RENDERBOX_ADDR", "RENDERBOX_METRICS_ADDR", "RENDERBOX_REDIS", "RENDERBOX_WEBHOOK_SECRET_FILE", "RENDERBOX_DB_FILE", "RENDERBOX_REDIS_PASSWORD_FILE"} {
+	for _, k := range []string{"RENDERBOX_DB", "RENDERBOX_ADDR", "RENDERBOX_METRICS_ADDR", "RENDERBOX_REDIS", "RENDERBOX_WEBHOOK_SECRET_FILE", "RENDERBOX_DB_FILE", "RENDERBOX_REDIS_PASSWORD_FILE", "RENDERBOX_PUBLIC_URL"} {
 		t.Setenv(k, env[k])
 	}
 	var c Config
@@ -159,15 +160,15 @@ func TestDeployReplicaSettings(t *testing.T) {
 	if err := fs.Parse(execStart[2:]); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.resolveDB(fs); err != nil {
+	if err := c.settle(fs); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.validate(); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(c.DB, "postgres://renderbox:PASSWORD@") || c.Addr != "10.0.0.21:8080" || c.MetricsAddr != "10.0.0.21:9090" ||
-		c.WebhookSecretFile != filepath.Join(creds, "webhook.key") {
-		t.Errorf("settings from deploy/: db %q, addr %q, metrics %q, webhook key %q", c.DB, c.Addr, c.MetricsAddr, c.WebhookSecretFile)
+		c.WebhookSecretFile != filepath.Join(creds, "webhook.key") || c.PublicURL != "https://render.example.com" {
+		t.Errorf("settings from deploy/: db %q, addr %q, metrics %q, webhook key %q, public URL %q", c.DB, c.Addr, c.MetricsAddr, c.WebhookSecretFile, c.PublicURL)
 	}
 	if err := os.WriteFile(filepath.Join(creds, "redis.password"), []byte("from-the-credential\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -175,5 +176,24 @@ func TestDeployReplicaSettings(t *testing.T) {
 	ropts, shown, err := c.Redis.Options()
 	if err != nil || ropts.Addr != "10.0.0.10:6379" || ropts.Password != "from-the-credential" {
 		t.Errorf("Redis from deploy/: %q, %v; want 10.0.0.10:6379 with the credential's password", shown, err)
+	}
+}
+
+// -public-url is checked before anything is opened: an http(s) URL with a
+// host, an optional path prefix, no query or fragment.
+func TestPublicURLIsValidated(t *testing.T) {
+	t.Setenv("RENDERBOX_DB", filepath.Join(t.TempDir(), "ledger.db"))
+	for _, bad := range []string{"render.example.com", "ftp://render.example.com", "https://render.example.com/?a=1", "https://render.example.com/#f", "https://u:p@render.example.com"} {
+		var stderr strings.Builder
+		if code := run(context.Background(), []string{"serve", "-public-url", bad}, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "-public-url") {
+			t.Errorf("api serve -public-url %q: exit %d, %q; want 1 naming -public-url", bad, code, stderr.String())
+		}
+		// serve's log is JSON to its last line: the reason it stopped too.
+		if !json.Valid([]byte(stderr.String())) {
+			t.Errorf("api serve -public-url %q: %q is not a JSON record", bad, stderr.String())
+		}
+	}
+	if _, err := os.Stat(os.Getenv("RENDERBOX_DB")); err == nil {
+		t.Errorf("a refused -public-url made the ledger")
 	}
 }

@@ -39,16 +39,25 @@ import (
 	"github.com/renderbox/renderbox/internal/api"
 	"github.com/renderbox/renderbox/internal/buildinfo"
 	"github.com/renderbox/renderbox/internal/cidr"
+	"github.com/renderbox/renderbox/internal/envflag"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/webhook"
 )
 
-// Config is the API's configuration; flags and RENDERBOX_* variables map
-// onto it in bind.
+// Config is the API's configuration. Flags map onto it in bind, and each
+// flag's RENDERBOX_* variable of the same name (envflag) in settle; the
+// README's "Settings" table lists them all.
 type Config struct {
 	// Addr is the listen address. Default 127.0.0.1:8080. Env RENDERBOX_ADDR.
 	Addr string
+	// PublicURL is the base URL clients reach the API at, e.g.
+	// https://render.example.com or https://example.com/render behind a
+	// proxy that strips /render: Location, output URLs and webhooks' URLs
+	// are absolute under it. Default none: relative URLs (never from the
+	// request's Host header, which the client writes). Env
+	// RENDERBOX_PUBLIC_URL.
+	PublicURL string
 	// MetricsAddr serves /metrics, apart from the API: the metrics show
 	// every tenant's jobs, so only the operator should reach them. ""
 	// disables. Default 127.0.0.1:9090. Env RENDERBOX_METRICS_ADDR.
@@ -103,19 +112,17 @@ type Config struct {
 	Events api.EventConfig
 }
 
+// bind registers the configuration's flags on fs with their defaults;
+// settle then applies their RENDERBOX_* variables (envflag: -metrics-addr
+// is RENDERBOX_METRICS_ADDR), the command line winning.
 func (c *Config) bind(fs *flag.FlagSet) {
-	env := func(k, d string) string {
-		if v := os.Getenv("RENDERBOX_" + k); v != "" {
-			return v
-		}
-		return d
-	}
-	fs.StringVar(&c.Addr, "addr", env("ADDR", "127.0.0.1:8080"), "listen address")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("METRICS_ADDR", "127.0.0.1:9090"), `serve /metrics here, apart from the API ("" disables)`)
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
+	fs.StringVar(&c.PublicURL, "public-url", "", "base URL clients reach the API at (https://render.example.com, a path prefix allowed): Location, output and webhook URLs are absolute under it (default: relative)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9090", `serve /metrics here, apart from the API ("" disables)`)
 	c.Redis.Bind(fs)
 	fs.DurationVar(&c.WorkerHeartbeatTimeout, "worker-heartbeat-timeout", 30*time.Second, "/readyz answers 503 when no worker has sent a heartbeat within this (a few of the workers' -heartbeat-interval)")
-	fs.StringVar(&c.DB, "db", env("DB", "/var/lib/renderbox/api/ledger.db"), "the ledger: a SQLite file or a PostgreSQL URL (postgres://…; a password goes in RENDERBOX_DB or -db-file, not here)")
-	fs.StringVar(&c.DBFile, "db-file", env("DB_FILE", ""), "read the ledger's -db value (e.g. a PostgreSQL URL with its password) from the first line of this file")
+	fs.StringVar(&c.DB, "db", "/var/lib/renderbox/api/ledger.db", "the ledger: a SQLite file or a PostgreSQL URL (postgres://…; a password goes in RENDERBOX_DB or -db-file, not here)")
+	fs.StringVar(&c.DBFile, "db-file", "", "read the ledger's -db value (e.g. a PostgreSQL URL with its password) from the first line of this file")
 	fs.DurationVar(&c.Retention, "retention", 24*time.Hour, "how long inputs, outputs and finished jobs' queue records are kept")
 	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", 64<<20, "largest request body (413 past it)")
 	fs.IntVar(&c.Limits.MaxQueueDepth, "max-queue-depth", 1000, "most jobs waiting or running (503 past it)")
@@ -134,9 +141,9 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Limits.RedisHighWater, "redis-high-water", 0.8, "share of Redis's maxmemory past which new jobs are refused (503 queue_full)")
 	fs.BoolVar(&c.Diagnostics, "diagnostics", false, "accept the diagnostic renderers (sandbox-probe: escape attempts run as a job)")
 	fs.BoolVar(&c.Webhooks, "webhooks", true, "send webhooks to jobs' callback_url")
-	fs.StringVar(&c.WebhookSecretFile, "webhook-secret-file", env("WEBHOOK_SECRET_FILE", ""), "master secret of webhook signatures (default: webhook.key next to -db; made if missing)")
-	fs.StringVar(&c.WebhookAllow, "webhook-allow", env("WEBHOOK_ALLOW", ""), "non-public ranges webhooks may reach, e.g. 10.0.0.0/8 (public addresses only by default)")
-	fs.StringVar(&c.TrustedProxies, "trusted-proxies", env("TRUSTED_PROXIES", ""), "peers (CIDRs or addresses, comma-separated) whose X-Request-Id is taken as the request's id, e.g. 127.0.0.1 for a proxy on this host (none by default)")
+	fs.StringVar(&c.WebhookSecretFile, "webhook-secret-file", "", "master secret of webhook signatures (default: webhook.key next to -db; made if missing)")
+	fs.StringVar(&c.WebhookAllow, "webhook-allow", "", "non-public ranges webhooks may reach, e.g. 10.0.0.0/8 (public addresses only by default)")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "peers (CIDRs or addresses, comma-separated) whose X-Request-Id is taken as the request's id, e.g. 127.0.0.1 for a proxy on this host (none by default)")
 	fs.StringVar(&c.WebhookRetry, "webhook-retry", "", "wait before each webhook retry, e.g. 5s,30s,2m (default 5s,30s,2m,10m,30m,1h,3h,6h,12h)")
 	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
 	fs.DurationVar(&c.Events.RetryAfter, "event-retry-after", 5*time.Second, "a result event not applied (ledger error, unknown job, a replica that died) is retried by any replica after this")
@@ -221,6 +228,9 @@ func (c Config) validate() error {
 	if _, err := cidr.Parse(c.TrustedProxies); err != nil {
 		return fmt.Errorf("config: -trusted-proxies: %w", err)
 	}
+	if _, err := api.ParsePublicURL(c.PublicURL); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
 	}
@@ -270,6 +280,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, new(usageError)):
 		fmt.Fprintf(stderr, "api: %v\n\n%s", err, usage)
 		return 2
+	case err != nil && cmd == "serve":
+		// serve's log is JSON from its first line to its last, the
+		// reason it stopped included; a command line it did not
+		// understand is the only text (with the usage, above).
+		slog.New(slog.NewJSONHandler(stderr, nil)).Error("api serve failed", "err", err.Error())
+		return 1
 	case err != nil:
 		fmt.Fprintf(stderr, "api: %v\n", err)
 		return 1
@@ -285,13 +301,54 @@ func (e usageError) Error() string { return string(e) }
 
 func usagef(format string, a ...any) error { return usageError(fmt.Sprintf(format, a...)) }
 
-func serve(ctx context.Context, args []string, stdout io.Writer) error {
-	var c Config
+// parseError is a flag the command line got wrong as a usage error (exit
+// 2, in text, before any log); -h stays flag.ErrHelp.
+func parseError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError(err.Error())
+}
+
+// serveFlags is api serve's command line: the configuration's flags and
+// -version, which is no setting (envflag gives it no variable).
+func serveFlags(c *Config) (*flag.FlagSet, *bool) {
 	fs := flag.NewFlagSet("api serve", flag.ContinueOnError)
 	c.bind(fs)
-	version := fs.Bool("version", false, "print the build (version, VCS revision, Go release) and exit")
-	if err := fs.Parse(args); err != nil {
+	return fs, fs.Bool("version", false, "print the build (version, VCS revision, Go release) and exit")
+}
+
+// keysFlags is api keys sub's command line: the configuration's flags
+// (of which keys uses the ledger's) and create's -admin and -create, which
+// say what to do rather than set anything (no variable).
+func keysFlags(sub string, c *Config) (fs *flag.FlagSet, admin, create *bool) {
+	fs = flag.NewFlagSet("api keys "+sub, flag.ContinueOnError)
+	c.bind(fs)
+	admin, create = new(bool), new(bool)
+	if sub == "create" {
+		fs.BoolVar(admin, "admin", false, "an admin key: may also list the workers (GET /v1/workers)")
+		fs.BoolVar(create, "create", false, "make the SQLite ledger -db names if it does not exist (a new, empty ledger)")
+	}
+	return fs, admin, create
+}
+
+// notSettings are the flags of api's commands that have no variable.
+var notSettings = []string{"version", "admin", "create"}
+
+// settle applies the variables of the flags the command line (parsed into
+// fs) did not give, then the ledger's URL (resolveDB).
+func (c *Config) settle(fs *flag.FlagSet) error {
+	if _, err := envflag.Apply(fs, nil, notSettings...); err != nil {
 		return err
+	}
+	return c.resolveDB(fs)
+}
+
+func serve(ctx context.Context, args []string, stdout io.Writer) error {
+	var c Config
+	fs, version := serveFlags(&c)
+	if err := fs.Parse(args); err != nil {
+		return parseError(err)
 	}
 	if *version {
 		buildinfo.Read().Print(stdout, "api")
@@ -300,7 +357,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return usagef("api serve takes no arguments, got %q", fs.Arg(0))
 	}
-	if err := c.resolveDB(fs); err != nil {
+	if err := c.settle(fs); err != nil {
 		return err
 	}
 	if err := c.validate(); err != nil {
@@ -311,6 +368,10 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// serve's log is JSON from its first line to its last: the standard
+	// library's (net/http's) and go-redis's messages too.
+	slog.SetDefault(log)
+	queue.LogRedisTo(log)
 	store, err := ledger.OpenStore(ctx, c.DB)
 	if err != nil {
 		return fmt.Errorf("opening the ledger: %w", err)
@@ -335,9 +396,10 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}
-	proxies, _ := cidr.Parse(c.TrustedProxies) // checked by validate
+	proxies, _ := cidr.Parse(c.TrustedProxies)   // checked by validate
+	public, _ := api.ParsePublicURL(c.PublicURL) // checked by validate
 	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Diagnostics: c.Diagnostics,
-		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events, TrustedProxies: proxies}
+		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events, TrustedProxies: proxies, PublicURL: public}
 	srv := s.HTTPServer(c.Addr)
 	var msrv *http.Server
 	if c.MetricsAddr != "" {
@@ -393,7 +455,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		go func() { errc <- msrv.Serve(mln) }()
 	}
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("api listening", "addr", ln.Addr().String(), "metrics_addr", maddr, "redis", redisShown, "db", ledger.Redact(c.DB), "version", buildinfo.Read().Version)
+	log.Info("api listening", "addr", ln.Addr().String(), "metrics_addr", maddr, "redis", redisShown, "db", ledger.Redact(c.DB), "public_url", public, "version", buildinfo.Read().Version)
 	// Either listener failing (its address taken) ends the process; a
 	// shutdown ends both with ErrServerClosed.
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -415,23 +477,18 @@ func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// not make or migrate a ledger.
 		return usagef("unknown keys command %q (create, revoke, list)", sub)
 	}
-	fs := flag.NewFlagSet("api keys "+sub, flag.ContinueOnError)
 	var c Config
-	c.bind(fs)
-	admin, create := false, false
-	if sub == "create" {
-		fs.BoolVar(&admin, "admin", false, "an admin key: may also list the workers (GET /v1/workers)")
-		fs.BoolVar(&create, "create", false, "make the SQLite ledger -db names if it does not exist (a new, empty ledger)")
-	}
+	fs, adminFlag, createFlag := keysFlags(sub, &c)
 	if err := fs.Parse(args[1:]); err != nil {
-		return err
+		return parseError(err)
 	}
 	if want := map[string]int{"create": 1, "revoke": 1, "list": 0}[sub]; fs.NArg() != want {
 		return usagef("api keys %s takes %s, got %d arguments", sub, map[string]string{"create": "one NAME", "revoke": "one ID", "list": "none"}[sub], fs.NArg())
 	}
-	if err := c.resolveDB(fs); err != nil {
+	if err := c.settle(fs); err != nil {
 		return err
 	}
+	admin, create := *adminFlag, *createFlag
 	if err := ledgerExists(c.DB, create); err != nil {
 		return err
 	}

@@ -14,10 +14,26 @@ import (
 	"strings"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/envflag"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/rootfs"
 	"github.com/renderbox/renderbox/internal/sandbox"
 )
+
+// renderArgs are render's flags that name its job, not a setting: they
+// have no variable.
+var renderArgs = []string{"renderer", "o", "options", "limits", "input-type"}
+
+// deprecatedVars are variables once named otherwise than their flag,
+// still read (the new name wins) and warned about.
+var deprecatedVars = []envflag.Deprecated{{Var: "RENDERBOX_WORKER_METRICS", Flag: "metrics-addr"}}
+
+// warnDeprecated logs each old variable c was read from.
+func (c Config) warnDeprecated(log *slog.Logger) {
+	for _, d := range c.deprecated {
+		log.Warn("a deprecated environment variable is set; rename it", "variable", d.Var, "use", d.Use())
+	}
+}
 
 // parse binds the shared flags plus extra ones and returns the validated
 // config and the positional arguments.
@@ -33,7 +49,10 @@ func parse(name string, args []string, extra func(*flag.FlagSet)) (Config, []str
 	var rest []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return c, nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				return c, nil, err
+			}
+			return c, nil, usageError(err.Error())
 		}
 		if fs.NArg() == 0 {
 			break
@@ -47,6 +66,11 @@ func parse(name string, args []string, extra func(*flag.FlagSet)) (Config, []str
 	if name != "render" && len(rest) > 0 {
 		return c, rest, usageError(fmt.Sprintf("worker %s takes no arguments, got %q", name, rest[0]))
 	}
+	used, err := envflag.Apply(fs, deprecatedVars, renderArgs...)
+	if err != nil {
+		return c, rest, err
+	}
+	c.deprecated = used
 	c = c.withDefaults()
 	if err := c.validate(); err != nil {
 		return c, rest, err
@@ -62,13 +86,41 @@ func parse(name string, args []string, extra func(*flag.FlagSet)) (Config, []str
 	return c, rest, nil
 }
 
+// checkReport is where the start-up checks' verdicts (PASS, FAIL, WARN,
+// SKIP) go: lines of text for a person (worker check, selftest), or JSON
+// log records for worker serve, whose log is JSON from its first line.
+// width aligns the text's names.
+type checkReport func(verdict, name, detail string, width int)
+
+// textReport writes "PASS  name  detail" lines to out.
+func textReport(out io.Writer) checkReport {
+	return func(verdict, name, detail string, width int) {
+		fmt.Fprintf(out, "%s  %-*s %s\n", verdict, width, name, detail)
+	}
+}
+
+// logReport logs each verdict as a "start-up check" record: a FAIL at
+// error level, a WARN at warn, the rest at info.
+func logReport(log *slog.Logger) checkReport {
+	return func(verdict, name, detail string, _ int) {
+		level := slog.LevelInfo
+		switch verdict {
+		case "FAIL":
+			level = slog.LevelError
+		case "WARN":
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, "start-up check", "check", name, "verdict", strings.ToLower(verdict), "detail", detail)
+	}
+}
+
 // preflight is what the worker does before it takes any job; any failure
 // means it must not start. It returns the ready manager, which holds the
 // state dir's lock until the process exits: a worker whose state dir
 // another worker holds refuses to start. pooled adds the self-test of
 // pooled and restored sandboxes.
-func preflight(ctx context.Context, c Config, log *slog.Logger, out *os.File, pooled bool) (*sandbox.Manager, verified, error) {
-	return preflightAs(ctx, c, log, out, pooled, true)
+func preflight(ctx context.Context, c Config, log *slog.Logger, rep checkReport, pooled bool) (*sandbox.Manager, verified, error) {
+	return preflightAs(ctx, c, log, rep, pooled, true)
 }
 
 // verified is what preflight checked that the worker reports of itself
@@ -82,14 +134,14 @@ type verified struct {
 // check) passes serving false: beside a running worker it then leaves that
 // worker's state dir alone (no reap) and runs the self-test in a private
 // state dir and cgroup parent of its own, removed afterwards.
-func preflightAs(ctx context.Context, c Config, log *slog.Logger, out *os.File, pooled, serving bool) (*sandbox.Manager, verified, error) {
+func preflightAs(ctx context.Context, c Config, log *slog.Logger, rep checkReport, pooled, serving bool) (*sandbox.Manager, verified, error) {
 	var facts verified
 	step := func(name string, err error, detail string) error {
 		if err != nil {
-			fmt.Fprintf(out, "FAIL  %-16s %v\n", name, err)
+			rep("FAIL", name, err.Error(), 16)
 			return fmt.Errorf("refusing to start: %s: %w", name, err)
 		}
-		fmt.Fprintf(out, "PASS  %-16s %s\n", name, detail)
+		rep("PASS", name, detail, 16)
 		return nil
 	}
 	m, err := c.manager(log)
@@ -107,10 +159,9 @@ func preflightAs(ctx context.Context, c Config, log *slog.Logger, out *os.File, 
 	// Not a refusal: without huge pages the sandboxes are slower, not
 	// less isolated.
 	if ok, detail := sandbox.HugePages(); ok {
-		fmt.Fprintf(out, "PASS  %-16s %s\n", "huge pages", detail)
+		rep("PASS", "huge pages", detail, 16)
 	} else {
-		fmt.Fprintf(out, "WARN  %-16s %s\n", "huge pages", detail)
-		log.Warn("sandboxes run without huge pages", "detail", detail)
+		rep("WARN", "huge pages", detail+" (sandboxes run without huge pages)", 16)
 	}
 	t := time.Now()
 	man, err := rootfs.Verify(c.Rootfs)
@@ -122,12 +173,12 @@ func preflightAs(ctx context.Context, c Config, log *slog.Logger, out *os.File, 
 		return nil, facts, err
 	}
 	facts.rootfs = man.TreeSHA256
-	if err := rootfsAge(out, log, man, c.RootfsMaxAge, time.Now()); err != nil {
+	if err := rootfsAge(rep, man, c.RootfsMaxAge, time.Now()); err != nil {
 		return nil, facts, err
 	}
 	own, busy, cleanup, err := c.lockOrPrivate(m, serving, log)
 	if busy != nil {
-		fmt.Fprintf(out, "SKIP  %-16s %v: its sandboxes are left alone; the self-test runs in a state dir of its own\n", "reap", busy)
+		rep("SKIP", "reap", busy.Error()+": its sandboxes are left alone; the self-test runs in a state dir of its own", 16)
 		if err := step("private state", err, ""); err != nil {
 			return nil, facts, err
 		}
@@ -146,7 +197,7 @@ func preflightAs(ctx context.Context, c Config, log *slog.Logger, out *os.File, 
 	if err := step("self-test", err, ""); err != nil {
 		return nil, facts, err
 	}
-	printChecks(out, checks)
+	printChecks(rep, checks)
 	if f := sandbox.Failed(checks); len(f) > 0 {
 		return nil, facts, fmt.Errorf("refusing to start: self-test: %d isolation properties failed (first: %s: %s)", len(f), f[0].Name, f[0].Detail)
 	}
@@ -160,29 +211,28 @@ const rootfsWarnAge = 7 * 24 * time.Hour
 // rootfsAge warns about a rootfs whose packages are over rootfsWarnAge old
 // and refuses one over maxAge (when set): security updates to the
 // renderers reach a host only with a new build (make rootfs).
-func rootfsAge(out io.Writer, log *slog.Logger, man *rootfs.Manifest, maxAge time.Duration, now time.Time) error {
+func rootfsAge(rep checkReport, man *rootfs.Manifest, maxAge time.Duration, now time.Time) error {
 	age := man.Age(now)
 	days := fmt.Sprintf("packages fetched %.1f days ago", age.Hours()/24)
 	switch {
 	case maxAge > 0 && age > maxAge:
-		fmt.Fprintf(out, "FAIL  %-16s %s, over -rootfs-max-age %s: rebuild it (make rootfs) and restart\n", "rootfs age", days, maxAge)
+		rep("FAIL", "rootfs age", fmt.Sprintf("%s, over -rootfs-max-age %s: rebuild it (make rootfs) and restart", days, maxAge), 16)
 		return fmt.Errorf("refusing to start: rootfs age: %s, over -rootfs-max-age %s", days, maxAge)
 	case age > rootfsWarnAge:
-		fmt.Fprintf(out, "WARN  %-16s %s: security updates since then are not in it (make rootfs)\n", "rootfs age", days)
-		log.Warn("the rootfs is old", "age_days", age.Hours()/24)
+		rep("WARN", "rootfs age", days+": security updates since then are not in it (make rootfs)", 16)
 	default:
-		fmt.Fprintf(out, "PASS  %-16s %s\n", "rootfs age", days)
+		rep("PASS", "rootfs age", days, 16)
 	}
 	return nil
 }
 
-func printChecks(out *os.File, checks []sandbox.Check) {
+func printChecks(rep checkReport, checks []sandbox.Check) {
 	for _, ch := range checks {
 		verdict := "PASS"
 		if !ch.Pass {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(out, "%s  %-24s %s\n", verdict, ch.Name, ch.Detail)
+		rep(verdict, ch.Name, ch.Detail, 24)
 	}
 }
 
@@ -191,7 +241,7 @@ func cmdCheck(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = preflightAs(ctx, c, c.logger(), os.Stdout, true, false)
+	_, _, err = preflightAs(ctx, c, c.logger(), textReport(os.Stdout), true, false)
 	if err == nil {
 		fmt.Println("worker: ready")
 	}
@@ -216,7 +266,7 @@ func cmdSelftest(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	printChecks(os.Stdout, checks)
+	printChecks(textReport(os.Stdout), checks)
 	if f := sandbox.Failed(checks); len(f) > 0 {
 		return fmt.Errorf("self-test: %d of %d isolation properties failed", len(f), len(checks))
 	}

@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/envflag"
 	"github.com/renderbox/renderbox/internal/rootfs"
 	"github.com/renderbox/renderbox/internal/sandbox"
 )
 
-// Config is the worker's configuration. Flags and RENDERBOX_* environment
-// variables map onto it in bind; flags win.
+// Config is the worker's configuration. Flags map onto it in bind, and
+// each flag's RENDERBOX_* variable of the same name (envflag) in parse;
+// flags win. The README's "Settings" table lists them all.
 type Config struct {
 	// Runsc is the runsc binary. Default: $PATH, then /usr/local/bin/runsc.
 	// Env RENDERBOX_RUNSC.
@@ -39,6 +41,9 @@ type Config struct {
 	// RootfsMaxAge refuses a rootfs whose packages are older; 0 (the
 	// default) only warns past a week. Env RENDERBOX_ROOTFS_MAX_AGE.
 	RootfsMaxAge time.Duration
+
+	// deprecated are the old variables parse read, for the log to name.
+	deprecated []envflag.Deprecated
 }
 
 func (c Config) withDefaults() Config {
@@ -79,18 +84,16 @@ func (c Config) validate() error {
 	return nil
 }
 
-// bind registers the flags shared by every subcommand, with environment
-// defaults.
+// bind registers the flags shared by every subcommand; parse then applies
+// their RENDERBOX_* variables (envflag), the command line winning.
 func (c *Config) bind(fs *flag.FlagSet) {
-	env := func(k string) string { return os.Getenv("RENDERBOX_" + k) }
-	fs.StringVar(&c.Runsc, "runsc", env("RUNSC"), "runsc binary (default: $PATH, then /usr/local/bin/runsc)")
-	fs.StringVar(&c.Platform, "platform", env("PLATFORM"), "runsc platform (default systrap)")
-	fs.StringVar(&c.StateDir, "state-dir", env("STATE_DIR"), "private state dir for runsc and bundles (default /run/renderbox/worker)")
-	fs.StringVar(&c.Rootfs, "rootfs", env("ROOTFS"), "built rootfs tree (default /var/lib/renderbox/rootfs/current)")
-	fs.StringVar(&c.CgroupParent, "cgroup-parent", env("CGROUP_PARENT"), "cgroup holding this worker's sandboxes (default renderbox; \"delegated\": inside the worker's own cgroup, which its unit delegates)")
-	fs.StringVar(&c.LogLevel, "log-level", env("LOG_LEVEL"), "debug, info, warn or error (default info)")
-	maxAge, _ := time.ParseDuration(env("ROOTFS_MAX_AGE"))
-	fs.DurationVar(&c.RootfsMaxAge, "rootfs-max-age", maxAge, "refuse a rootfs whose packages are older than this (0: only warn past 7 days)")
+	fs.StringVar(&c.Runsc, "runsc", "", "runsc binary (default: $PATH, then /usr/local/bin/runsc)")
+	fs.StringVar(&c.Platform, "platform", "", "runsc platform (default systrap)")
+	fs.StringVar(&c.StateDir, "state-dir", "", "private state dir for runsc and bundles (default /run/renderbox/worker)")
+	fs.StringVar(&c.Rootfs, "rootfs", "", "built rootfs tree (default /var/lib/renderbox/rootfs/current)")
+	fs.StringVar(&c.CgroupParent, "cgroup-parent", "", "cgroup holding this worker's sandboxes (default renderbox; \"delegated\": inside the worker's own cgroup, which its unit delegates)")
+	fs.StringVar(&c.LogLevel, "log-level", "", "debug, info, warn or error (default info)")
+	fs.DurationVar(&c.RootfsMaxAge, "rootfs-max-age", 0, "refuse a rootfs whose packages are older than this (0: only warn past 7 days)")
 }
 
 func (c Config) logger() *slog.Logger {

@@ -19,8 +19,10 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -83,9 +85,19 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "worker: unknown command %q\n\n%s", argv[0], usage)
 		return 2
 	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // the flags are printed
+	}
 	if errors.As(err, new(usageError)) {
 		fmt.Fprintf(stderr, "worker: %v\n\n%s", err, usage)
 		return 2
+	}
+	if err != nil && argv[0] == "serve" {
+		// serve's log is JSON from its first line to its last, the
+		// reason it stopped included; a command line it did not
+		// understand is the only text (with the usage, above).
+		slog.New(slog.NewJSONHandler(stderr, nil)).Error("worker serve failed", "err", err.Error())
+		return 1
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)

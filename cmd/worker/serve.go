@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -46,6 +47,17 @@ type serveConfig struct {
 	Pool poolConfig
 }
 
+// bind registers serve's flags beyond Config's.
+func (s *serveConfig) bind(fs *flag.FlagSet) {
+	s.Redis.Bind(fs)
+	fs.IntVar(&s.Concurrency, "concurrency", 2, "sandboxes at once")
+	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are requeued")
+	fs.StringVar(&s.MetricsAddr, "metrics-addr", "127.0.0.1:9091", `serve /metrics here ("" to disable; RENDERBOX_WORKER_METRICS is a deprecated name of its variable)`)
+	fs.StringVar(&s.Name, "name", "", "worker name (default: hostname)")
+	fs.DurationVar(&s.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often to tell Redis this worker is alive (the API's -worker-heartbeat-timeout must be a few of these)")
+	s.Pool.bind(fs)
+}
+
 // cmdServe runs the start-up checks, then takes jobs from the queue until
 // SIGTERM/SIGINT, when it stops taking jobs and lets running ones finish
 // (or requeues them after ShutdownTimeout). It never leaves a sandbox
@@ -53,15 +65,7 @@ type serveConfig struct {
 // reaper runs once more on the way out.
 func cmdServe(ctx context.Context, args []string) error {
 	var s serveConfig
-	c, _, err := parse("serve", args, func(fs *flag.FlagSet) {
-		s.Redis.Bind(fs)
-		fs.IntVar(&s.Concurrency, "concurrency", 2, "sandboxes at once")
-		fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are requeued")
-		fs.StringVar(&s.MetricsAddr, "metrics-addr", envOr("RENDERBOX_WORKER_METRICS", "127.0.0.1:9091"), `serve /metrics here ("" to disable)`)
-		fs.StringVar(&s.Name, "name", "", "worker name (default: hostname)")
-		fs.DurationVar(&s.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often to tell Redis this worker is alive (the API's -worker-heartbeat-timeout must be a few of these)")
-		s.Pool.bind(fs)
-	})
+	c, _, err := parse("serve", args, s.bind)
 	if err != nil {
 		return err
 	}
@@ -84,9 +88,14 @@ func cmdServe(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log := c.logger().With("worker", s.Name)
+	// serve's log is JSON from its first line to its last: the standard
+	// library's (net/http's) and go-redis's messages too.
+	slog.SetDefault(log)
+	queue.LogRedisTo(log)
+	c.warnDeprecated(log)
 	// The checks (and the state dir's lock) before Redis is dialed: a
 	// second worker on a state dir refuses without touching the queue.
-	m, facts, err := preflight(ctx, c, log, os.Stderr, fams != nil)
+	m, facts, err := preflight(ctx, c, log, logReport(log), fams != nil)
 	if err != nil {
 		return err
 	}
@@ -187,7 +196,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	// A draining worker takes no new jobs: it is no longer counted alive.
 	stopBeats()
 	<-beatsDone
-	log.Info("draining: no new jobs; waiting for running ones", "timeout", s.ShutdownTimeout)
+	log.Info("draining: no new jobs; waiting for running ones", "timeout_seconds", s.ShutdownTimeout.Seconds())
 	grace := time.AfterFunc(max(0, s.ShutdownTimeout-500*time.Millisecond), stopJobs)
 	defer grace.Stop()
 	srv.Shutdown()

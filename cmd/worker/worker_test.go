@@ -284,7 +284,7 @@ func TestCheckLeavesALiveWorkerAlone(t *testing.T) {
 	// A second worker on the same state dir refuses before it reaps or
 	// takes any job (before it even dials Redis).
 	out, err = worker(t, append([]string{"serve", "-redis", "127.0.0.1:1", "-metrics-addr", "", "-pool-size", "none"}, flags...)...)
-	if err == nil || !strings.Contains(out, "FAIL  state dir lock") || strings.Contains(out, "PASS  reap") {
+	if err == nil || !strings.Contains(out, `"check":"state dir lock","verdict":"fail"`) || strings.Contains(out, `"check":"reap"`) {
 		t.Errorf("worker serve beside a live worker: %v\n%s", err, out)
 	}
 	if err := <-done; err != nil {

@@ -117,6 +117,11 @@ type Server struct {
 	// request's id (a proxy in front of the API); from any other peer the
 	// header is replaced by an id of the API's own. Default none.
 	TrustedProxies []netip.Prefix
+	// PublicURL is the base URL clients reach the API at (checked by
+	// ParsePublicURL: no trailing slash). Location, output URLs and the
+	// URLs in webhooks are absolute under it; "" keeps them relative —
+	// never built from the request's Host, which the client writes.
+	PublicURL string
 	// Build is what GET /version and renderbox_build_info report; the zero
 	// value means the running binary's own (buildinfo.Read).
 	Build buildinfo.Info

@@ -40,7 +40,10 @@ type jobView struct {
 	FinishedAt *time.Time     `json:"finished_at,omitempty"`
 	Error      *errorView     `json:"error,omitempty"`
 	Outputs    []outputView   `json:"outputs"`
-	Webhook    *webhookView   `json:"webhook,omitempty"`
+	// OutputsZipURL downloads every output as one ZIP, once the job
+	// succeeded.
+	OutputsZipURL string       `json:"outputs_zip_url,omitempty"`
+	Webhook       *webhookView `json:"webhook,omitempty"`
 	// Diagnostics: what the page asked for and could not have, and the
 	// errors it logged; for a job of several sandboxes (safe-pdf), each
 	// stage's outcome and time.
@@ -71,7 +74,8 @@ type outputView struct {
 	URL       string `json:"url"`
 }
 
-func view(j ledger.Job) jobView {
+// view is j as the API shows it, its URLs under s.PublicURL.
+func (s *Server) view(j ledger.Job) jobView {
 	v := jobView{
 		ID: j.ID, Renderer: j.Renderer, State: string(j.State), Options: j.Options,
 		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize, Type: j.InputType}, Attempts: j.Attempts, OutputName: j.OutputName, RequestID: j.RequestID,
@@ -90,8 +94,11 @@ func view(j ledger.Job) jobView {
 	for _, o := range j.Outputs {
 		v.Outputs = append(v.Outputs, outputView{
 			Name: o.Name, Size: o.Size, SHA256: o.SHA256, MediaType: o.MediaType,
-			URL: "/v1/jobs/" + j.ID + "/outputs/" + url.PathEscape(o.Name),
+			URL: s.link("/v1/jobs/" + j.ID + "/outputs/" + url.PathEscape(o.Name)),
 		})
+	}
+	if j.State == ledger.StateSucceeded {
+		v.OutputsZipURL = s.link("/v1/jobs/" + j.ID + "/outputs.zip")
 	}
 	return v
 }
@@ -263,11 +270,11 @@ func (s *Server) respondJob(w http.ResponseWriter, r *http.Request, job ledger.J
 			job = j
 		}
 	}
-	w.Header().Set("Location", "/v1/jobs/"+job.ID)
+	w.Header().Set("Location", s.link("/v1/jobs/"+job.ID))
 	if job.State.Terminal() {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, s.withWebhook(r.Context(), view(job), job))
+	writeJSON(w, status, s.withWebhook(r.Context(), s.view(job), job))
 }
 
 func parseWait(v string, max time.Duration) (time.Duration, error) {
@@ -297,7 +304,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 			job = j
 		}
 	}
-	writeJSON(w, http.StatusOK, s.withWebhook(r.Context(), view(job), job))
+	writeJSON(w, http.StatusOK, s.withWebhook(r.Context(), s.view(job), job))
 }
 
 func (s *Server) ledgerProblem(w http.ResponseWriter, r *http.Request, err error) {
@@ -337,7 +344,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	// should not have to fetch each job again to see its delivery.
 	views := make([]jobView, 0, len(jobs))
 	for _, j := range jobs {
-		views = append(views, s.withWebhook(r.Context(), view(j), j))
+		views = append(views, s.withWebhook(r.Context(), s.view(j), j))
 	}
 	out := map[string]any{"jobs": views}
 	if next != "" {
@@ -373,7 +380,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 	}
 	s.jobEnded(r.Context(), job.ID)
 	s.wakeWebhooks()
-	writeJSON(w, http.StatusOK, s.withWebhook(r.Context(), view(job), job))
+	writeJSON(w, http.StatusOK, s.withWebhook(r.Context(), s.view(job), job))
 }
 
 func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {

@@ -30,7 +30,10 @@ type keyed struct {
 	owner  string
 }
 
-func newKeyed(t *testing.T) *keyed {
+func newKeyed(t *testing.T) *keyed { t.Helper(); return newKeyedWith(t, nil) }
+
+// newKeyedWith is newKeyed with the server's settings changed by set.
+func newKeyedWith(t *testing.T, set func(*api.Server)) *keyed {
 	t.Helper()
 	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
 	if err != nil {
@@ -44,7 +47,11 @@ func newKeyed(t *testing.T) *keyed {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t, false)})
 	t.Cleanup(func() { rdb.Close() })
 	q := queue.New(rdb, 0)
-	srv := httptest.NewServer((&api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: q}).Handler())
+	as := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: q}
+	if set != nil {
+		set(as)
+	}
+	srv := httptest.NewServer(as.Handler())
 	t.Cleanup(srv.Close)
 	return &keyed{t: t, srv: srv, ledger: store, queue: q, key: secret, owner: k.ID}
 }
@@ -61,6 +68,8 @@ type answer struct {
 func (k *keyed) call(method, path, contentType, body string) answer {
 	k.t.Helper()
 	req, _ := http.NewRequest(method, k.srv.URL+path, strings.NewReader(body))
+	// Whatever Host a client writes, no URL the API answers comes from it.
+	req.Host = "attacker.example"
 	req.Header.Set("Authorization", "Bearer "+k.key)
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)

@@ -149,7 +149,7 @@ type webhookEvent struct {
 
 // deliver makes one attempt of a claimed webhook and records it.
 func (s *Server) deliver(ctx context.Context, c ledger.WebhookClaim) {
-	body, err := json.Marshal(webhookEvent{Type: "job." + string(c.Job.State), Timestamp: c.Job.FinishedAt.UTC(), Data: view(c.Job)})
+	body, err := json.Marshal(webhookEvent{Type: "job." + string(c.Job.State), Timestamp: c.Job.FinishedAt.UTC(), Data: s.view(c.Job)})
 	if err != nil {
 		s.Logger.Error("encoding a webhook", "job_id", c.JobID, "err", err)
 		return // the lease expires and the next claim tries again

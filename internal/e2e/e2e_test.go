@@ -475,7 +475,7 @@ func TestKilledWorkersJobIsFinishedByItsSuccessor(t *testing.T) {
 	// The successor reaps what its predecessor left, then asynq hands it
 	// the job once the dead worker's lease expires.
 	w := s.startWorker()
-	if !strings.Contains(w.output(), "PASS  reap") || strings.Contains(w.output(), "0 leftover sandboxes deleted") {
+	if !strings.Contains(w.output(), `"check":"reap","verdict":"pass"`) || strings.Contains(w.output(), "0 leftover sandboxes deleted") {
 		t.Errorf("the successor did not reap the orphaned sandbox:\n%s", tailStr(w.output(), 2000))
 	}
 	deadline := time.Now().Add(4 * time.Minute)

@@ -49,13 +49,15 @@ type RedisConfig struct {
 	ServerName string
 }
 
-// Bind registers the Redis flags on fs, their defaults from the
-// environment, and reads the variables that have no flag.
+// Bind registers the Redis flags on fs — their variables
+// (RENDERBOX_REDIS, …) are read with every other flag's by the binaries'
+// envflag.Apply — and reads the variables that have no flag, which hold a
+// password and so never go on a command line.
 func (c *RedisConfig) Bind(fs *flag.FlagSet) {
-	fs.StringVar(&c.Addr, "redis", os.Getenv("RENDERBOX_REDIS"), "Redis: host:port, redis://[user@]host:port[/db] or rediss://… (no password here: see -redis-password-file; default "+DefaultRedis+")")
-	fs.StringVar(&c.PasswordFile, "redis-password-file", os.Getenv("RENDERBOX_REDIS_PASSWORD_FILE"), "file holding the Redis password (or set RENDERBOX_REDIS_PASSWORD, or the whole URL in RENDERBOX_REDIS_URL)")
-	fs.StringVar(&c.CAFile, "redis-ca-file", os.Getenv("RENDERBOX_REDIS_CA_FILE"), "PEM CA certificates that verify a rediss:// server (default: the system's)")
-	fs.StringVar(&c.ServerName, "redis-server-name", os.Getenv("RENDERBOX_REDIS_SERVER_NAME"), "name a rediss:// server's certificate must carry (default: the address's host)")
+	fs.StringVar(&c.Addr, "redis", "", "Redis: host:port, redis://[user@]host:port[/db] or rediss://… (no password here: see -redis-password-file; default "+DefaultRedis+")")
+	fs.StringVar(&c.PasswordFile, "redis-password-file", "", "file holding the Redis password (or set RENDERBOX_REDIS_PASSWORD, or the whole URL in RENDERBOX_REDIS_URL)")
+	fs.StringVar(&c.CAFile, "redis-ca-file", "", "PEM CA certificates that verify a rediss:// server (default: the system's)")
+	fs.StringVar(&c.ServerName, "redis-server-name", "", "name a rediss:// server's certificate must carry (default: the address's host)")
 	c.URL = os.Getenv("RENDERBOX_REDIS_URL")
 	c.Password = os.Getenv("RENDERBOX_REDIS_PASSWORD")
 }

@@ -226,7 +226,7 @@ func (c *consumer) applyAll(ctx context.Context, msgs []redis.XMessage, deliveri
 		}
 		c.cfg.Logger.Warn("result event not applied; it stays pending and is retried",
 			"job_id", ev.JobID, "state", ev.State, "event_id", m.ID, "deliveries", n,
-			"max_deliveries", c.cfg.MaxDeliveries, "retry_after", c.cfg.RetryAfter.String(), "err", err)
+			"max_deliveries", c.cfg.MaxDeliveries, "retry_after_seconds", c.cfg.RetryAfter.Seconds(), "err", err)
 	}
 	return nil
 }

@@ -2,8 +2,10 @@ package render
 
 import (
 	"fmt"
+	"html"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/sandbox"
@@ -89,7 +91,14 @@ func cmarkSteps(in inputFile, v Values, dest string) []wire.Step {
 	if dest == printPage {
 		csp = "/usr/share/renderbox/markdown-print-csp.html"
 	}
-	parts := []string{"/bin/cat", "/usr/share/renderbox/markdown-open.html", csp, "/usr/share/renderbox/markdown-style.html"}
+	parts := []string{"/bin/cat", "/usr/share/renderbox/markdown-open.html", csp}
+	if dest == printPage {
+		// The printed page's <title> is the PDF's Title (Chromium's),
+		// which was the page's URL, document.renderbox.invalid.
+		steps = append(steps, titleSteps(in, v)...)
+		parts = append(parts, wire.WorkDir+"/title.html")
+	}
+	parts = append(parts, "/usr/share/renderbox/markdown-style.html")
 	if css := v.String("stylesheet"); css != "" {
 		// After the built-in style, so it wins. The path is a site path:
 		// nothing in it needs escaping in an attribute, and printf
@@ -99,6 +108,45 @@ func cmarkSteps(in inputFile, v Values, dest string) []wire.Step {
 	}
 	parts = append(parts, wire.WorkDir+"/body.html", "/usr/share/renderbox/markdown-tail.html")
 	return append(steps, wire.Step{Argv: parts, Stdout: dest})
+}
+
+// firstHeading is the sed script that makes a <title> of the first heading
+// in cmark's HTML (its text: tags dropped, entities kept, which a title
+// decodes), or else of the last line of what follows, the fallback's
+// file. Fixed: no user data is ever part of it.
+const firstHeading = `/<h[1-6][ >]/{s/^.*<h[1-6][^>]*>//;s/<\/h[1-6]>.*$//;s/<[^>]*>//g;s/^[[:space:]]+|[[:space:]]+$//g;/^$/d;s/.*/<title>&<\/title>/p;q}
+${s/.*/<title>&<\/title>/p}`
+
+// titleSteps write markdown-pdf's <title> to title.html: the title option
+// when given, else the document's first heading, else the outputs' name
+// without its extension (the job's output_name, or "output"). The text
+// reaches the sandbox as printf's argument, never its format, escaped for
+// HTML and without control characters.
+func titleSteps(in inputFile, v Values) []wire.Step {
+	title := wire.WorkDir + "/title.html"
+	if t := v.String("title"); t != "" {
+		return []wire.Step{{Argv: []string{"/usr/bin/printf", "<title>%s</title>\n", htmlText(t)}, Stdout: title}}
+	}
+	name := in.Name
+	if name == "" {
+		name = "output"
+	}
+	fallback := wire.WorkDir + "/title-fallback.txt"
+	return []wire.Step{
+		{Argv: []string{"/usr/bin/printf", "%s\n", htmlText(name)}, Stdout: fallback},
+		{Argv: []string{"/bin/sed", "-n", "-E", "-e", firstHeading, wire.WorkDir + "/body.html", fallback}, Stdout: title},
+	}
+}
+
+// htmlText is s as the text of an HTML element, on one line.
+func htmlText(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	return html.EscapeString(s)
 }
 
 // chromiumPDF is the request that prints page (a file under /tmp).
@@ -207,7 +255,8 @@ var catalogue = map[string]*Renderer{
 		Inputs:      []string{TypeText, TypeMarkdown, TypeHTML, TypeZIP},
 		Output:      TypePDF,
 		Options: append(append(append([]Option{}, markdownSchema...),
-			patternOpt("stylesheet", "With a ZIP or several files: a CSS file among them to style the document, after the built-in style.", sitePathPattern)),
+			patternOpt("stylesheet", "With a ZIP or several files: a CSS file among them to style the document, after the built-in style.", sitePathPattern),
+			textOpt("title", "The PDF's title (and a header or footer's title element). Default: the document's first heading, else the output's name without its extension.", 1000)),
 			pdfSchema(false)...),
 		MaxInputBytes: 20 << 20,
 		Limits:        chromiumLimits,

@@ -75,6 +75,9 @@ type inputFile struct {
 	// Files are the paths in Site of a renderer that takes every file
 	// (Renderer.parts), in order.
 	Files []string
+	// Name is the job's output_name, "" when the renderer names its
+	// outputs (markdown-pdf's title falls back to it).
+	Name string
 }
 
 // page is the file the renderer starts from.
@@ -220,12 +223,12 @@ type Plan struct {
 // Prepare validates the input, options and limits against the renderer and
 // returns the sandbox job (without its Input reader, which the caller sets).
 func (r *Renderer) Prepare(input []byte, options map[string]any, limits LimitRequest) (*Plan, error) {
-	return r.prepare(input, "", options, limits)
+	return r.prepare(input, "", options, limits, "")
 }
 
 // prepare is Prepare with the input's declared type ("" if none; see
 // resolveType).
-func (r *Renderer) prepare(input []byte, declared string, options map[string]any, limits LimitRequest) (*Plan, error) {
+func (r *Renderer) prepare(input []byte, declared string, options map[string]any, limits LimitRequest, outputName string) (*Plan, error) {
 	if int64(len(input)) > r.MaxInputBytes {
 		return nil, fmt.Errorf("%w: %d bytes, %s accepts at most %d", ErrInputTooLarge, len(input), r.Name, r.MaxInputBytes)
 	}
@@ -265,7 +268,7 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 			return nil, err
 		}
 	}
-	in := inputFile{Type: got, Path: wire.InputDir + "/input." + extensions[got]}
+	in := inputFile{Type: got, Path: wire.InputDir + "/input." + extensions[got], Name: outputName}
 	var unpack *wire.Unpack
 	switch {
 	case got == TypeZIP && r.site != nil:
@@ -311,6 +314,14 @@ func (r *Renderer) PrepareJSON(input []byte, options, limits json.RawMessage) (*
 // (input_type; "" if none): a declared text type is taken when the bytes
 // are text, any other must agree with them.
 func (r *Renderer) PrepareTyped(input []byte, inputType string, options, limits json.RawMessage) (*Plan, error) {
+	return r.PrepareNamed(input, inputType, options, limits, "")
+}
+
+// PrepareNamed is PrepareTyped for a job whose outputs are named
+// outputName (its output_name, checked by CheckOutputName; "" for the
+// renderer's names): what the worker runs. A markdown-pdf without a
+// heading takes it as its title.
+func (r *Renderer) PrepareNamed(input []byte, inputType string, options, limits json.RawMessage, outputName string) (*Plan, error) {
 	declared, err := ParseDeclared(inputType)
 	if err != nil {
 		return nil, err
@@ -323,5 +334,5 @@ func (r *Renderer) PrepareTyped(input []byte, inputType string, options, limits 
 	if err != nil {
 		return nil, err
 	}
-	return r.prepare(input, declared, opts, lim)
+	return r.prepare(input, declared, opts, lim, outputName)
 }

@@ -7,6 +7,7 @@ package render_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -177,6 +178,44 @@ func TestMarkdownToPDF(t *testing.T) {
 	}
 	if info := pdfInfo(t, m, out["output.pdf"]); !strings.Contains(info["Page size"], "(A5)") {
 		t.Errorf("page size %q, want A5", info["Page size"])
+	}
+}
+
+// A Markdown PDF's title (pdfinfo's Title, read in the real rootfs) is the
+// title option, else the document's first heading as text, else the
+// outputs' name without its extension — never the page's URL, which it
+// was (document.renderbox.invalid).
+func TestMarkdownPDFTitle(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	r, err := render.Lookup("markdown-pdf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, doc, options, outputName, want string
+	}{
+		{"first heading", "Some words first.\n\n# Quarterly report\n\n## Figures\n\ntext\n", "", "", "Quarterly report"},
+		{"heading with markup", "Setext *heading* & `code` <b>raw</b>\n===\n\n# Later\n", "", "", "Setext heading & code raw"},
+		{"no heading: output_name", "Just a paragraph.\n", "", "invoice-2026", "invoice-2026"},
+		{"no heading: output", "Just a paragraph.\n\n---\n", "", "", "output"},
+		{"title option", "# Heading\n", `{"title":"Annual <report> & \"plans\"\u0007 2026"}`, "report", `Annual <report> & "plans" 2026`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := r.PrepareNamed([]byte(tc.doc), "text/markdown", json.RawMessage(tc.options), nil, tc.outputName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan.Job.Input = strings.NewReader(tc.doc)
+			res, err := m.Run(context.Background(), plan.Job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := accepted(t, r, res.Response.Files)
+			if got := pdfInfo(t, m, out["output.pdf"])["Title"]; got != tc.want {
+				t.Errorf("Title %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -575,7 +575,7 @@ func (p *Pool) currentImage(ctx context.Context, f *family) (*image, error) {
 		os.RemoveAll(img.dir)
 	}
 	p.event(PoolEvent{Family: f.cfg.Name, Kind: "image", Duration: time.Since(t)})
-	p.m.log.Info("pool: checkpoint image made", "family", f.cfg.Name, "key", key, "seconds", time.Since(t).Seconds())
+	p.m.log.Info("pool: checkpoint image made", "family", f.cfg.Name, "key", key, "duration_seconds", time.Since(t).Seconds())
 	return next, nil
 }
 

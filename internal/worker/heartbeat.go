@@ -23,7 +23,7 @@ func Heartbeat(ctx context.Context, q *queue.Queue, info queue.WorkerInfo, inter
 		err := q.Heartbeat(cctx, info)
 		switch {
 		case err != nil && !failing && ctx.Err() == nil:
-			log.Warn("heartbeat failed; retrying every interval", "err", err, "interval", interval)
+			log.Warn("heartbeat failed; retrying every interval", "err", err, "interval_seconds", interval.Seconds())
 			failing = true
 		case err == nil && failing:
 			log.Info("heartbeat sent again")

@@ -173,14 +173,14 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return h.end(ctx, log, p, "failed", "invalid_options", err.Error())
 	}
-	// Validated again here: the worker trusts nothing it reads from Redis.
-	plan, err := r.PrepareTyped(input, p.InputType, p.Options, p.Limits)
-	if err != nil {
-		return h.end(ctx, log, p, "failed", ErrorCode(err), err.Error())
-	}
 	if err := render.CheckOutputName(p.OutputName); err != nil {
 		// The API refuses such a name: this task was altered in Redis.
 		return h.end(ctx, log, p, "failed", "internal", "the queued job's "+err.Error())
+	}
+	// Validated again here: the worker trusts nothing it reads from Redis.
+	plan, err := r.PrepareNamed(input, p.InputType, p.Options, p.Limits, p.OutputName)
+	if err != nil {
+		return h.end(ctx, log, p, "failed", ErrorCode(err), err.Error())
 	}
 	plan.Job.Input = bytes.NewReader(input)
 	start := time.Now()
@@ -206,7 +206,7 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload,
 		diag.Steps = steps
 	}
 	h.Metrics.observe(p.Renderer, outcome, mode, res)
-	log = log.With("sandbox_id", res.SandboxID, "sandbox_mode", mode, "outcome", outcome, "seconds", time.Since(start).Seconds())
+	log = log.With("sandbox_id", res.SandboxID, "sandbox_mode", mode, "outcome", outcome, "duration_seconds", time.Since(start).Seconds())
 
 	switch {
 	case runErr == nil:
