@@ -247,6 +247,7 @@ func benchCases() []benchCase {
 		{"pdf-split", "5-page PDF, a part per page", samples.PDF("benchmark", 5), false},
 		{"pdf-pages", "5-page PDF, all pages", samples.PDF("benchmark", 5), false},
 		{"pdf-metadata", "5-page PDF, read", samples.PDF("benchmark", 5), false},
+		{"pdf-flatten", "one-page form: 2 fields and a note", samples.FormPDF("Ada Lovelace", "London", "Reviewed"), false},
 	}
 }
 
