@@ -253,6 +253,7 @@ func benchCases() []benchCase {
 		{"pdf-flatten", "one-page form: 2 fields and a note", samples.FormPDF("Ada Lovelace", "London", "Reviewed"), false},
 		{"pdf-watermark", "5-page PDF, a text under every page", samples.PDF("benchmark", 5), false},
 		{"pdf-stamp", "5-page PDF, a text over every page", samples.PDF("benchmark", 5), false},
+		{"pdf-archive", "5-page PDF to PDF/A-2b", samples.PDF("benchmark", 5), false},
 	}
 }
 

@@ -23,6 +23,42 @@ type pdfForm struct {
 	Annots map[string]int
 }
 
+// qpdfObject is an object as qpdf --json=2 writes it: a stream's
+// dictionary under "stream", anything else under "value".
+type qpdfObject struct {
+	Value  any `json:"value"`
+	Stream *struct {
+		Dict map[string]any `json:"dict"`
+	} `json:"stream"`
+}
+
+// qpdfObjects reads a PDF's objects, and the JSON keys asked for into
+// top, with qpdf --json in a sandbox.
+func qpdfObjects(t *testing.T, m *sandbox.Manager, pdf []byte, top any, keys ...string) map[string]qpdfObject {
+	t.Helper()
+	args := []string{"--json=2", "--json-key=qpdf"}
+	for _, k := range keys {
+		args = append(args, "--json-key="+k)
+	}
+	out := testenv.Tool(t, m, "qpdf", pdf, args...)
+	var q struct {
+		// The header, then the objects by id.
+		QPDF []json.RawMessage `json:"qpdf"`
+	}
+	var objs map[string]qpdfObject
+	err := json.Unmarshal([]byte(out), &q)
+	if err == nil && len(q.QPDF) == 2 {
+		err = json.Unmarshal(q.QPDF[1], &objs)
+	}
+	if err == nil && top != nil {
+		err = json.Unmarshal([]byte(out), top)
+	}
+	if err != nil || len(q.QPDF) != 2 {
+		t.Fatalf("qpdf --json: %v\n%.500s", err, out)
+	}
+	return objs
+}
+
 func formOf(t *testing.T, m *sandbox.Manager, pdf []byte) pdfForm {
 	t.Helper()
 	var q struct {
@@ -30,23 +66,12 @@ func formOf(t *testing.T, m *sandbox.Manager, pdf []byte) pdfForm {
 			Fields      []json.RawMessage `json:"fields"`
 			HasAcroForm bool              `json:"hasacroform"`
 		} `json:"acroform"`
-		// The header, then the objects by id.
-		QPDF []json.RawMessage `json:"qpdf"`
 	}
-	var objects map[string]struct {
-		Value map[string]any `json:"value"`
-	}
-	out := testenv.Tool(t, m, "qpdf", pdf, "--json=2", "--json-key=acroform", "--json-key=qpdf")
-	err := json.Unmarshal([]byte(out), &q)
-	if err == nil && len(q.QPDF) == 2 {
-		err = json.Unmarshal(q.QPDF[1], &objects)
-	}
-	if err != nil || len(q.QPDF) != 2 {
-		t.Fatalf("qpdf --json: %v\n%.500s", err, out)
-	}
+	objs := qpdfObjects(t, m, pdf, &q, "acroform")
 	f := pdfForm{HasForm: q.AcroForm.HasAcroForm, Fields: len(q.AcroForm.Fields), Annots: map[string]int{}}
-	for _, o := range objects {
-		if sub, ok := o.Value["/Subtype"].(string); ok && (o.Value["/Type"] == "/Annot" || sub == "/Widget") {
+	for _, o := range objs {
+		d, _ := o.Value.(map[string]any)
+		if sub, ok := d["/Subtype"].(string); ok && (d["/Type"] == "/Annot" || sub == "/Widget") {
 			f.Annots[sub]++
 		}
 	}

@@ -90,8 +90,8 @@ var wrong = map[string][]byte{
 
 func TestEveryRendererRefusesBadRequestsBeforeAnySandbox(t *testing.T) {
 	t.Parallel()
-	if len(render.Names()) != 20 {
-		t.Errorf("the catalogue has %d renderers, want 20: %v", len(render.Names()), render.Names())
+	if len(render.Names()) != 21 {
+		t.Errorf("the catalogue has %d renderers, want 21: %v", len(render.Names()), render.Names())
 	}
 	for _, r := range render.All() {
 		in, ok := good[r.Name]

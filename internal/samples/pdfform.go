@@ -13,7 +13,16 @@ import (
 // says only "Application form": none of the three is in it, so
 // pdftotext, which reads page content and not annotations, finds them
 // only once they are flattened into the page.
-func FormPDF(name, city, note string) []byte {
+func FormPDF(name, city, note string) []byte { return formPDF(name, city, note, "") }
+
+// ScriptedFormPDF is FormPDF with JavaScript that runs when the document
+// opens (an OpenAction) and a document-level script in its names tree:
+// what PDF/A forbids and pdf-archive must drop.
+func ScriptedFormPDF(name, city, note string) []byte {
+	return formPDF(name, city, note, "/OpenAction << /S /JavaScript /JS (app.alert\\(1\\);) >> /Names << /JavaScript << /Names [(init) << /S /JavaScript /JS (this.print\\(\\);) >>] >> >>")
+}
+
+func formPDF(name, city, note, catalog string) []byte {
 	for _, s := range []string{name, city, note} {
 		if strings.ContainsAny(s, `()\`) {
 			panic("samples.FormPDF: text must not contain ( ) or \\")
@@ -25,7 +34,7 @@ func FormPDF(name, city, note string) []byte {
 	// 1 catalog, 2 pages, 3 font, 4 page, 5 content, 6 name field,
 	// 7 city field, 8 city's appearance, 9 note, 10 note's appearance.
 	return pdfFile([]string{
-		"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [6 0 R 7 0 R] /NeedAppearances true /DA (/Helv 12 Tf 0 g) /DR << /Font << /Helv 3 0 R /F1 3 0 R >> >> >> >>",
+		"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [6 0 R 7 0 R] /NeedAppearances true /DA (/Helv 12 Tf 0 g) /DR << /Font << /Helv 3 0 R /F1 3 0 R >> >> >> " + catalog + " >>",
 		"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
 		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
 		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R /Annots [6 0 R 7 0 R 9 0 R] >>",
