@@ -239,7 +239,9 @@ func pdfOperationCases(t *testing.T) []hostileCase {
 // checkpoint, the light tools pre-booted): a pooled sandbox must hold like a
 // cold one, and whatever a hostile job does to it must not reach the next.
 func TestHostileCorpus(t *testing.T) {
-	s := newStack(t, stackOpts{apiArgs: []string{"-max-body-bytes", "8000000"},
+	// The cases are submitted at once, more of them than the default
+	// burst of one key.
+	s := newStack(t, stackOpts{apiArgs: []string{"-max-body-bytes", "8000000", "-burst", "200"},
 		workerArgs: []string{"-pool-size", "chromium=1,office=0,light=1", "-pool-restore", "chromium"}})
 	c := s.client
 	key := s.key("mallory")
