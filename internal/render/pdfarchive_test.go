@@ -183,4 +183,10 @@ func TestPDFArchive(t *testing.T) {
 			}
 		}
 	}
+	// A document Ghostscript cannot read fails the job: one that needs
+	// a password came out as a blank page of PDF/A before PDFSTOPONERROR.
+	out, _ = renderOK(t, m, "pdf-protect", samples.PDF("locked", 2), map[string]any{"owner_password": "o", "user_password": "u"})
+	if e := sandboxErr(t, m, "pdf-archive", out["output.pdf"], nil); e.Outcome != sandbox.RenderFailed || !strings.Contains(e.Msg, "password") {
+		t.Errorf("PDF/A of a document that needs a password: %s %q, want render_failed saying password", e.Outcome, e.Msg)
+	}
 }
