@@ -10,8 +10,9 @@ import (
 )
 
 // Issue 14's second slice through the API: a form flattened, then the
-// flattened document stamped on its second page only and watermarked; a
-// stamp without its text is refused before anything is queued.
+// flattened document stamped on its second page only and watermarked, a
+// PNG sent after the PDF stamped on its first; a stamp without its text
+// or a PNG is refused before anything is queued.
 func TestPDFFlattenAndStampThroughTheAPI(t *testing.T) {
 	m := testenv.Manager(t, sandbox.Config{})
 	s := newStack(t, stackOpts{})
@@ -54,6 +55,16 @@ func TestPDFFlattenAndStampThroughTheAPI(t *testing.T) {
 	_, j = submitJSON(t, c, key, "pdf-watermark", stamped, map[string]any{"text": "DRAFT", "rotation": 0}, "?wait=60", nil)
 	if text := testenv.PDFText(t, m, download("pdf-watermark", j)); strings.Count(text, "DRAFT") != 3 || !strings.Contains(text, "APPROVED") {
 		t.Errorf("the watermarked document says %q, want DRAFT on its 3 pages and the stamp kept", text)
+	}
+
+	// A PNG as the mark: the PDF and the PNG as two file parts.
+	red := samples.PNG(samples.Image(40, 30, 0, 0, 40))
+	ct, body := multipartParts(map[string]string{"renderer": "pdf-stamp", "options": `{"position":"center","image_width_mm":80,"pages":"1"}`},
+		part{filename: "report.pdf", data: doc}, part{filename: "seal.png", data: red})
+	c.do("POST", "/v1/jobs?wait=60", key, ct, body, nil).json(t, &j)
+	sealed := download("pdf-stamp with a PNG", j)
+	if list := testenv.Tool(t, m, "pdfimages", sealed, "-list"); !strings.Contains(list, "\n   1     0 image      40    30") || strings.Contains(list, "\n   2 ") {
+		t.Errorf("the sealed document's images:\n%s\nwant the 40×30 PNG on page 1 alone", list)
 	}
 
 	r, _ := submitJSON(t, c, key, "pdf-stamp", doc, map[string]any{"pages": "1"}, "", nil)

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -52,6 +53,33 @@ func markText(s string) error {
 	return nil
 }
 
+// maxMarkPixels bounds a mark image, read from its header before any
+// sandbox starts.
+const maxMarkPixels = 25_000_000
+
+// markParts takes the document and its mark as two file parts: a PDF,
+// then a PNG.
+func markParts(input []byte) ([]string, error) {
+	files, err := storedParts(input, "pdf-watermark and pdf-stamp", 2, func(i int, name string, data []byte) error {
+		if i == 0 && !bytes.HasPrefix(data, []byte("%PDF-")) {
+			return fmt.Errorf("%w: the first file, %q, is the document and must be a PDF (a PDF begins %%PDF-)", ErrUnsupportedInput, name)
+		}
+		if i == 1 {
+			if Sniff(data) != TypePNG {
+				return fmt.Errorf("%w: the second file, %q, is the mark and must be a PNG", ErrUnsupportedInput, name)
+			}
+			if w, h, err := imageSize(data); err != nil || int64(w)*int64(h) > maxMarkPixels {
+				return fmt.Errorf("%w: the mark %q is %d×%d pixels (%v); at most %d pixels", ErrInputTooLarge, name, w, h, err, maxMarkPixels)
+			}
+		}
+		return nil
+	})
+	if err == nil && len(files) != 2 {
+		return nil, fmt.Errorf("%w: give the document alone, or the document and a PNG to lay on it (2 files); got %d", ErrInvalidInput, len(files))
+	}
+	return files, err
+}
+
 type markDefaults struct {
 	fontSize, rotation int
 	opacity            float64
@@ -59,7 +87,7 @@ type markDefaults struct {
 }
 
 func markOptions(d markDefaults) []Option {
-	text := textOpt("text", fmt.Sprintf("Required: the text, UTF-8, lines split by \\n (at most %d), no other control characters.", maxMarkLines), 500)
+	text := textOpt("text", fmt.Sprintf("Required unless the mark is a PNG: the text, UTF-8, lines split by \\n (at most %d), no other control characters.", maxMarkLines), 500)
 	text.more = markText
 	color := patternOpt("color", "Colour as #rrggbb.", `#[0-9a-fA-F]{6}`)
 	color.Default = d.color
@@ -73,6 +101,7 @@ func markOptions(d markDefaults) []Option {
 		enumOpt("position", "Where the text goes on the page, as the page is shown (its rotation taken into account).", d.position, markPositions...),
 		numOpt("margin_mm", "Distance from the page's edges for a position other than center, in millimetres.", 15, 0, 200),
 		patternOpt("pages", "The pages to mark, e.g. \"1,3-5\"; all when absent. A page past the end fails the job.", pageRangesPattern),
+		numOpt("image_width_mm", "With a PNG as the mark (a second file part, after the PDF): its width on the page in millimetres; its height keeps its proportions.", 60, 1, 1000),
 	}
 }
 
@@ -81,11 +110,17 @@ func markOptions(d markDefaults) []Option {
 // on page N of the document, for the chosen pages.
 func markSteps(flag string) func(inputFile, Values) ([]wire.Step, error) {
 	return func(in inputFile, v Values) ([]wire.Step, error) {
-		if !v.Has("text") {
-			return nil, fmt.Errorf("%w: the text to lay on the pages is required (option \"text\")", ErrInvalidOptions)
-		}
+		doc := in.Path
 		o := map[string]any{}
-		for _, k := range []string{"text", "font", "font_size", "opacity", "rotation", "position", "margin_mm", "color"} {
+		switch {
+		case len(in.Files) == 2 && v.Has("text"):
+			return nil, fmt.Errorf("%w: the mark is the text or the PNG part, not both", ErrInvalidOptions)
+		case len(in.Files) == 2:
+			doc, o["image"] = in.Site+"/"+in.Files[0], in.Site+"/"+in.Files[1]
+		case !v.Has("text"):
+			return nil, fmt.Errorf("%w: the text to lay on the pages is required (option \"text\"), or a PNG as a second file part", ErrInvalidOptions)
+		}
+		for _, k := range []string{"text", "font", "font_size", "opacity", "rotation", "position", "margin_mm", "color", "image_width_mm"} {
 			if v.Has(k) {
 				o[k] = v[k]
 			}
@@ -95,13 +130,13 @@ func markSteps(flag string) func(inputFile, Values) ([]wire.Step, error) {
 			return nil, err
 		}
 		opts, mark := wire.WorkDir+"/mark.json", wire.WorkDir+"/mark.pdf"
-		argv := qpdfArgv(in.Path, flag, mark)
+		argv := qpdfArgv(doc, flag, mark)
 		if p := v.String("pages"); p != "" {
 			argv = append(argv, "--to="+p, "--from="+p)
 		}
 		return []wire.Step{
 			{Argv: []string{"/usr/bin/printf", "%s", string(data)}, Stdout: opts},
-			{Argv: []string{"/usr/bin/python3", "-I", pdfMarkScript, in.Path, opts, mark}},
+			{Argv: []string{"/usr/bin/python3", "-I", pdfMarkScript, doc, opts, mark}},
 			{Argv: append(argv, "--", wire.OutputDir+"/output.pdf")},
 		}, nil
 	}
@@ -112,5 +147,7 @@ func markRenderer(name, flag, where string, d markDefaults) *Renderer {
 	if where == "under" {
 		desc += " Where a page paints over it (an opaque image, a filled background) the watermark is hidden."
 	}
-	return pdfRenderer(name, desc+" Output: output.pdf.", markOptions(d), markSteps(flag))
+	r := pdfRenderer(name, desc+" The mark may be a PNG instead: send the PDF and the PNG as two file parts, in that order. Output: output.pdf.", markOptions(d), markSteps(flag))
+	r.Inputs, r.parts, r.partsOf = []string{TypePDF, TypeZIP}, true, markParts
+	return r
 }

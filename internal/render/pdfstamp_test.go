@@ -1,6 +1,7 @@
 package render_test
 
 import (
+	"archive/zip"
 	"bytes"
 	"errors"
 	"fmt"
@@ -124,6 +125,46 @@ func TestPDFStampOptions(t *testing.T) {
 		st := plan.Job.Request.Steps[0]
 		if len(st.Argv) != 3 || st.Argv[1] != "%s" || !bytes.Contains([]byte(st.Argv[2]), []byte(`"text":"\"); import os #"`)) {
 			t.Errorf("%s: the first step runs %q", name, st.Argv)
+		}
+	}
+}
+
+// A PNG sent after the PDF is the mark: drawn where it is asked, on the
+// pages chosen, and refused before any sandbox unless the parts are a PDF
+// and a PNG.
+func TestPDFStampImage(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	doc, red := samples.PDF("page", 2), encodePNG(samples.Image(40, 40, 0, 0, 40))
+	parts := storedZip(t, zip.Store, [2][]byte{[]byte("doc.pdf"), doc}, [2][]byte{[]byte("mark.png"), red})
+	out, _ := renderOK(t, m, "pdf-stamp", parts, map[string]any{"position": "center", "rotation": 0, "image_width_mm": 100, "pages": "2"})
+	if got := pageTexts(t, m, out["output.pdf"]); !equal(got, labels("page", 1, 2)) {
+		t.Errorf("stamped pages say %q, want the document's", got)
+	}
+	pngs, _ := renderOK(t, m, "pdf-png", out["output.pdf"], map[string]any{"dpi": 36})
+	// US Letter at 36 dpi is 306×396: the centre, and a corner.
+	for page, want := range map[string]bool{"page-1.png": false, "page-2.png": true} {
+		img := decode(t, pngs[page])
+		if c := img.At(153, 198); isRed(c) != want || !isWhite(img.At(5, 5)) {
+			t.Errorf("%s: the centre is %v (red: want %v), the corner %v", page, c, want, img.At(5, 5))
+		}
+	}
+	r, _ := render.Lookup("pdf-watermark")
+	html := samples.HTML("a", "b")
+	for _, tc := range []struct {
+		input []byte
+		opts  map[string]any
+		want  error
+	}{
+		{parts, map[string]any{"text": "both"}, render.ErrInvalidOptions},
+		{storedZip(t, zip.Store, [2][]byte{[]byte("doc.pdf"), doc}, [2][]byte{[]byte("mark.html"), html}), nil, render.ErrUnsupportedInput},
+		{storedZip(t, zip.Store, [2][]byte{[]byte("mark.png"), red}, [2][]byte{[]byte("doc.pdf"), doc}), nil, render.ErrUnsupportedInput},
+		{storedZip(t, zip.Store, [2][]byte{[]byte("doc.pdf"), doc}, [2][]byte{[]byte("mark.png"), red}, [2][]byte{[]byte("more.png"), red}), nil, render.ErrInputTooLarge},
+		{storedZip(t, zip.Store, [2][]byte{[]byte("doc.pdf"), doc}), map[string]any{"text": "x"}, render.ErrInvalidInput},
+		{storedZip(t, zip.Store, [2][]byte{[]byte("doc.pdf"), doc}, [2][]byte{[]byte("huge.png"), samples.PNGHeader(10000, 10000)}), nil, render.ErrInputTooLarge},
+	} {
+		if _, err := r.Prepare(tc.input, tc.opts, render.LimitRequest{}); !errors.Is(err, tc.want) {
+			t.Errorf("%v: %v, want %v", tc.opts, err, tc.want)
 		}
 	}
 }

@@ -60,6 +60,9 @@ type Renderer struct {
 	// parts: the renderer takes a ZIP of PDFs, every file an input in the
 	// archive's order (pdf-merge; see mergeParts).
 	parts bool
+	// partsOf, when set, reads and checks the parts instead of
+	// mergeParts (pdf-watermark's document and its mark).
+	partsOf func(input []byte) ([]string, error)
 }
 
 // inputFile is the input as the sandbox sees it.
@@ -268,7 +271,11 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 		in.Site, in.Entry = siteDir, entry
 		unpack = &wire.Unpack{Archive: in.Path, Dir: siteDir, MaxFiles: r.site.maxFiles, MaxBytes: r.site.maxBytes}
 	case got == TypeZIP && r.parts:
-		files, err := mergeParts(input)
+		partsOf := mergeParts
+		if r.partsOf != nil {
+			partsOf = r.partsOf
+		}
+		files, err := partsOf(input)
 		if err != nil {
 			return nil, err
 		}

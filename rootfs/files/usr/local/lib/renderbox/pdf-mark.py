@@ -9,7 +9,8 @@ or under page N of the document (--overlay/--underlay), and fits it to
 the page's trim box, upright as the page is shown. OPTIONS.json is the
 validated options the host wrote as data (the text is never part of any
 code): text, font, font_size, color (#rrggbb), opacity, rotation
-(degrees, counterclockwise), position and margin_mm. Runs inside the
+(degrees, counterclockwise), position and margin_mm; or, for a PNG mark,
+image (its path) and image_width_mm instead of the text and its font. Runs inside the
 sandbox: INPUT.pdf is untrusted, and only its pages' boxes are read.
 """
 
@@ -19,6 +20,7 @@ import sys
 
 import pikepdf
 from reportlab.lib.colors import HexColor
+from reportlab.lib.utils import ImageReader
 from reportlab.pdfbase import pdfmetrics
 from reportlab.pdfbase.ttfonts import TTFont
 from reportlab.pdfgen import canvas
@@ -67,12 +69,19 @@ def main():
     src, opts_path, out = sys.argv[1:4]
     with open(opts_path, encoding="utf-8") as f:
         o = json.load(f)
-    font = "Mark"
-    pdfmetrics.registerFont(TTFont(font, FONT_DIR + FONTS[o["font"]]))
+    font, image = "Mark", None
     size = float(o["font_size"])
-    lines = o["text"].split("\n")
-    width = max(pdfmetrics.stringWidth(l, font, size) for l in lines)
-    height = size * LEADING * len(lines)
+    if "image" in o:
+        # A PNG the host sniffed and bounded (pixels) before the job.
+        image = ImageReader(o["image"])
+        iw, ih = image.getSize()
+        width = float(o["image_width_mm"]) * MM
+        height = width * ih / iw
+    else:
+        pdfmetrics.registerFont(TTFont(font, FONT_DIR + FONTS[o["font"]]))
+        lines = o["text"].split("\n")
+        width = max(pdfmetrics.stringWidth(l, font, size) for l in lines)
+        height = size * LEADING * len(lines)
     a = math.radians(float(o["rotation"]))
     # The box the turned text takes, placed by position and margin.
     bw = abs(width * math.cos(a)) + abs(height * math.sin(a))
@@ -96,6 +105,11 @@ def main():
             c.setFillAlpha(float(o["opacity"]))
             c.translate(x, y)
             c.rotate(float(o["rotation"]))
+            if image is not None:
+                c.drawImage(image, -width / 2, -height / 2, width, height, mask="auto")
+                c.restoreState()
+                c.showPage()
+                continue
             c.setFont(font, size)
             # Lines centred on the mark's centre, the first on top.
             top = height / 2 - size
