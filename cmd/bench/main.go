@@ -230,6 +230,9 @@ type benchCase struct {
 	heavy           bool // Chromium or LibreOffice: fewer iterations
 }
 
+// benchOptions are the options a renderer cannot go without.
+var benchOptions = map[string]map[string]any{"pdf-watermark": {"text": "DRAFT"}, "pdf-stamp": {"text": "PAID"}}
+
 func benchCases() []benchCase {
 	return []benchCase{
 		{"pdf-png", "one-page PDF, 150 dpi", samples.PDF("renderbox benchmark", 1), false},
@@ -247,6 +250,10 @@ func benchCases() []benchCase {
 		{"pdf-split", "5-page PDF, a part per page", samples.PDF("benchmark", 5), false},
 		{"pdf-pages", "5-page PDF, all pages", samples.PDF("benchmark", 5), false},
 		{"pdf-metadata", "5-page PDF, read", samples.PDF("benchmark", 5), false},
+		{"pdf-flatten", "one-page form: 2 fields and a note", samples.FormPDF("Ada Lovelace", "London", "Reviewed"), false},
+		{"pdf-watermark", "5-page PDF, a text under every page", samples.PDF("benchmark", 5), false},
+		{"pdf-stamp", "5-page PDF, a text over every page", samples.PDF("benchmark", 5), false},
+		{"pdf-archive", "5-page PDF to PDF/A-2b", samples.PDF("benchmark", 5), false},
 	}
 }
 
@@ -261,7 +268,7 @@ func benchRenderer(ctx context.Context, out *json.Encoder, stamp string, m *sand
 	if err != nil {
 		return err
 	}
-	plan, err := r.Prepare(c.data, nil, render.LimitRequest{})
+	plan, err := r.Prepare(c.data, benchOptions[c.renderer], render.LimitRequest{})
 	if err != nil {
 		return err
 	}

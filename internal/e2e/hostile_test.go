@@ -218,10 +218,13 @@ func pdfOperationCases(t *testing.T) []hostileCase {
 		{name: "pdf-merge of a file outside the archive", renderer: "pdf-merge", input: archive("../../etc/x.pdf", 0o644), door: door},
 		{name: "pdf-merge of a link", renderer: "pdf-merge", input: archive("x.pdf", os.ModeSymlink|0o777), door: door},
 	}
-	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock"} {
+	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive"} {
 		var opts map[string]any
-		if name == "pdf-protect" {
+		switch name {
+		case "pdf-protect":
 			opts = map[string]any{"owner_password": "owner"}
+		case "pdf-watermark", "pdf-stamp":
+			opts = map[string]any{"text": "DRAFT"}
 		}
 		// qpdf repairs what it can (its warnings do not fail the job).
 		want := []string{"succeeded", "failed:render_failed"}

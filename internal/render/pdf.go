@@ -52,6 +52,22 @@ const pdfPasswordPattern = `[^\x00-\x1f\x7f@-][^\x00-\x1f\x7f]{0,126}`
 // are in the archive as they are, so each is sniffed here, before a
 // sandbox starts; the sandbox's unpacker checks the archive again.
 func mergeParts(input []byte) ([]string, error) {
+	files, err := storedParts(input, "pdf-merge", MaxMergeFiles, func(_ int, name string, data []byte) error {
+		if !bytes.HasPrefix(data, []byte("%PDF-")) {
+			return fmt.Errorf("%w: file %q is not a PDF (a PDF begins %%PDF-)", ErrUnsupportedInput, name)
+		}
+		return nil
+	})
+	if err == nil && len(files) == 0 {
+		return nil, fmt.Errorf("%w: the archive holds no file to merge", ErrInvalidInput)
+	}
+	return files, err
+}
+
+// storedParts reads a ZIP's directory and returns its files in order,
+// each a stored entry that accept takes, given its place, its name and
+// its bytes as they stand in the archive (cut short if the archive is).
+func storedParts(input []byte, renderer string, maxFiles int, accept func(i int, name string, data []byte) error) ([]string, error) {
 	var files []string
 	le := binary.LittleEndian
 	err := zipEntries(input, func(e *zipEntry) error {
@@ -65,12 +81,12 @@ func mergeParts(input []byte) ([]string, error) {
 		case e.flags&1 != 0:
 			return fmt.Errorf("%w: archive entry %q is encrypted", ErrInvalidInput, name)
 		case e.method != 0:
-			return fmt.Errorf("%w: archive entry %q is compressed; pdf-merge reads stored entries only (several file parts are packed that way)", ErrInvalidInput, name)
+			return fmt.Errorf("%w: archive entry %q is compressed; %s reads stored entries only (several file parts are packed that way)", ErrInvalidInput, name, renderer)
 		case e.unixMode&0o170000 != 0 && e.unixMode&0o170000 != 0o100000:
 			return fmt.Errorf("%w: archive entry %q is not a file (a link?)", ErrInvalidInput, name)
 		}
-		if len(files) == MaxMergeFiles {
-			return fmt.Errorf("%w: pdf-merge takes at most %d files", ErrInputTooLarge, MaxMergeFiles)
+		if len(files) == maxFiles {
+			return fmt.Errorf("%w: %s takes at most %d files", ErrInputTooLarge, renderer, maxFiles)
 		}
 		// The local header: signature, then the name's and the extra
 		// field's lengths at 26 and 28, then the data.
@@ -79,9 +95,12 @@ func mergeParts(input []byte) ([]string, error) {
 			return fmt.Errorf("%w: archive entry %q: its local header cannot be read", ErrInvalidInput, name)
 		}
 		start := off + 30 + uint64(le.Uint16(input[off+26:])) + uint64(le.Uint16(input[off+28:]))
-		end := min(start+uint64(len("%PDF-")), uint64(len(input)))
-		if start > end || uint64(e.size) < end-start || !bytes.HasPrefix(input[start:end], []byte("%PDF-")) {
-			return fmt.Errorf("%w: file %q is not a PDF (a PDF begins %%PDF-)", ErrUnsupportedInput, name)
+		end := min(start+uint64(e.size), uint64(len(input)))
+		if start > end {
+			start = end
+		}
+		if err := accept(len(files), name, input[start:end]); err != nil {
+			return err
 		}
 		files = append(files, name)
 		return nil
@@ -89,13 +108,7 @@ func mergeParts(input []byte) ([]string, error) {
 	if errors.Is(err, errNotZip) {
 		return nil, fmt.Errorf("%w: the ZIP's directory cannot be read", ErrInvalidInput)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%w: the archive holds no file to merge", ErrInvalidInput)
-	}
-	return files, nil
+	return files, err
 }
 
 // mergeSteps concatenates the inputs' pages in order into a new document.

@@ -381,8 +381,8 @@ func TestPDFOperationsOnBadInput(t *testing.T) {
 	for i := len(corrupt) / 3; i < 2*len(corrupt)/3; i++ {
 		corrupt[i] ^= 0x5a
 	}
-	opts := map[string]map[string]any{"pdf-protect": {"owner_password": "o"}}
-	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock"} {
+	opts := goodOptions
+	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive"} {
 		r, _ := render.Lookup(name)
 		for _, bad := range [][]byte{samples.PNGHeader(8, 8), samples.HTML("x", "y"), nil} {
 			if _, err := r.Prepare(bad, opts[name], render.LimitRequest{}); !errors.Is(err, render.ErrUnsupportedInput) {

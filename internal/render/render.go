@@ -63,6 +63,9 @@ type Renderer struct {
 	// plan, when set, adds the stages that run after the first, each in
 	// a sandbox of its own (safe-pdf; see Plan.Next).
 	plan func(*Plan)
+	// partsOf, when set, reads and checks the parts instead of
+	// mergeParts (pdf-watermark's document and its mark).
+	partsOf func(input []byte) ([]string, error)
 }
 
 // inputFile is the input as the sandbox sees it.
@@ -279,7 +282,11 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 		in.Site, in.Entry = siteDir, entry
 		unpack = &wire.Unpack{Archive: in.Path, Dir: siteDir, MaxFiles: r.site.maxFiles, MaxBytes: r.site.maxBytes}
 	case got == TypeZIP && r.parts:
-		files, err := mergeParts(input)
+		partsOf := mergeParts
+		if r.partsOf != nil {
+			partsOf = r.partsOf
+		}
+		files, err := partsOf(input)
 		if err != nil {
 			return nil, err
 		}

@@ -92,8 +92,8 @@ var wrong = map[string][]byte{
 
 func TestEveryRendererRefusesBadRequestsBeforeAnySandbox(t *testing.T) {
 	t.Parallel()
-	if len(render.Names()) != 18 {
-		t.Errorf("the catalogue has %d renderers, want 18: %v", len(render.Names()), render.Names())
+	if len(render.Names()) != 22 {
+		t.Errorf("the catalogue has %d renderers, want 22: %v", len(render.Names()), render.Names())
 	}
 	for _, r := range render.All() {
 		in, ok := good[r.Name]

@@ -1,0 +1,153 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// pdf-watermark and pdf-stamp (issue 14): a text laid under a PDF's pages'
+// content (a watermark, hidden where the page paints over it) or over it
+// (a stamp). ReportLab draws the mark inside the sandbox, a page of it per
+// page of the document sized as that page is shown; qpdf lays it under or
+// over with --underlay or --overlay, the pages chosen by qpdf's own page
+// ranges.
+
+func init() {
+	register(
+		markRenderer("pdf-watermark", "--underlay", "under", markDefaults{fontSize: 60, opacity: 0.3, rotation: 45, position: "center", color: "#808080"}),
+		markRenderer("pdf-stamp", "--overlay", "over", markDefaults{fontSize: 24, opacity: 1, rotation: 0, position: "top-right", color: "#cc0000"}))
+}
+
+// pdfMarkScript is the rootfs's script that draws the mark.
+const pdfMarkScript = "/usr/local/lib/renderbox/pdf-mark.py"
+
+// markFonts are the mark's fonts: DejaVu (fonts-dejavu-core), which
+// covers Latin, Greek and Cyrillic; the script maps the names to files.
+var markFonts = []string{"sans", "sans-bold", "serif", "serif-bold", "mono", "mono-bold"}
+
+// markPositions place the mark on the page, margin_mm from its edges.
+var markPositions = []string{"center", "top", "bottom", "left", "right", "top-left", "top-right", "bottom-left", "bottom-right"}
+
+// maxMarkLines bounds the lines of a mark's text.
+const maxMarkLines = 10
+
+// markText checks a mark's text: something to draw, lines without
+// control characters.
+func markText(s string) error {
+	if strings.TrimSpace(s) == "" {
+		return fmt.Errorf("the text is blank")
+	}
+	if n := strings.Count(s, "\n") + 1; n > maxMarkLines {
+		return fmt.Errorf("the text has %d lines, at most %d", n, maxMarkLines)
+	}
+	for _, r := range s {
+		if r != '\n' && (unicode.IsControl(r) || r == unicode.ReplacementChar) {
+			return fmt.Errorf("the text holds the control character %U (only \\n, between lines, is taken)", r)
+		}
+	}
+	return nil
+}
+
+// maxMarkPixels bounds a mark image, read from its header before any
+// sandbox starts.
+const maxMarkPixels = 25_000_000
+
+// markParts takes the document and its mark as two file parts: a PDF,
+// then a PNG.
+func markParts(input []byte) ([]string, error) {
+	files, err := storedParts(input, "pdf-watermark and pdf-stamp", 2, func(i int, name string, data []byte) error {
+		if i == 0 && !bytes.HasPrefix(data, []byte("%PDF-")) {
+			return fmt.Errorf("%w: the first file, %q, is the document and must be a PDF (a PDF begins %%PDF-)", ErrUnsupportedInput, name)
+		}
+		if i == 1 {
+			if Sniff(data) != TypePNG {
+				return fmt.Errorf("%w: the second file, %q, is the mark and must be a PNG", ErrUnsupportedInput, name)
+			}
+			if w, h, err := imageSize(data); err != nil || int64(w)*int64(h) > maxMarkPixels {
+				return fmt.Errorf("%w: the mark %q is %d×%d pixels (%v); at most %d pixels", ErrInputTooLarge, name, w, h, err, maxMarkPixels)
+			}
+		}
+		return nil
+	})
+	if err == nil && len(files) != 2 {
+		return nil, fmt.Errorf("%w: give the document alone, or the document and a PNG to lay on it (2 files); got %d", ErrInvalidInput, len(files))
+	}
+	return files, err
+}
+
+type markDefaults struct {
+	fontSize, rotation int
+	opacity            float64
+	position, color    string
+}
+
+func markOptions(d markDefaults) []Option {
+	text := textOpt("text", fmt.Sprintf("Required unless the mark is a PNG: the text, UTF-8, lines split by \\n (at most %d), no other control characters.", maxMarkLines), 500)
+	text.more = markText
+	color := patternOpt("color", "Colour as #rrggbb.", `#[0-9a-fA-F]{6}`)
+	color.Default = d.color
+	return []Option{
+		text,
+		enumOpt("font", "DejaVu, which covers Latin, Greek and Cyrillic (other scripts draw as empty boxes).", "sans-bold", markFonts...),
+		intOpt("font_size", "Font size in points.", d.fontSize, 4, 300),
+		color,
+		numOpt("opacity", "Opacity, from 0.05 (faint) to 1 (opaque).", d.opacity, 0.05, 1),
+		intOpt("rotation", "Turn the text counterclockwise by this many degrees.", d.rotation, -180, 180),
+		enumOpt("position", "Where the text goes on the page, as the page is shown (its rotation taken into account).", d.position, markPositions...),
+		numOpt("margin_mm", "Distance from the page's edges for a position other than center, in millimetres.", 15, 0, 200),
+		patternOpt("pages", "The pages to mark, e.g. \"1,3-5\"; all when absent. A page past the end fails the job.", pageRangesPattern),
+		numOpt("image_width_mm", "With a PNG as the mark (a second file part, after the PDF): its width on the page in millimetres; its height keeps its proportions.", 60, 1, 1000),
+	}
+}
+
+// markSteps write the options as data for the script (printf's argument,
+// not its format), draw the mark, and lay it with qpdf: page N of the mark
+// on page N of the document, for the chosen pages.
+func markSteps(flag string) func(inputFile, Values) ([]wire.Step, error) {
+	return func(in inputFile, v Values) ([]wire.Step, error) {
+		doc := in.Path
+		o := map[string]any{}
+		switch {
+		case len(in.Files) == 2 && v.Has("text"):
+			return nil, fmt.Errorf("%w: the mark is the text or the PNG part, not both", ErrInvalidOptions)
+		case len(in.Files) == 2:
+			doc, o["image"] = in.Site+"/"+in.Files[0], in.Site+"/"+in.Files[1]
+		case !v.Has("text"):
+			return nil, fmt.Errorf("%w: the text to lay on the pages is required (option \"text\"), or a PNG as a second file part", ErrInvalidOptions)
+		}
+		for _, k := range []string{"text", "font", "font_size", "opacity", "rotation", "position", "margin_mm", "color", "image_width_mm"} {
+			if v.Has(k) {
+				o[k] = v[k]
+			}
+		}
+		data, err := json.Marshal(o)
+		if err != nil {
+			return nil, err
+		}
+		opts, mark := wire.WorkDir+"/mark.json", wire.WorkDir+"/mark.pdf"
+		argv := qpdfArgv(doc, flag, mark)
+		if p := v.String("pages"); p != "" {
+			argv = append(argv, "--to="+p, "--from="+p)
+		}
+		return []wire.Step{
+			{Argv: []string{"/usr/bin/printf", "%s", string(data)}, Stdout: opts},
+			{Argv: []string{"/usr/bin/python3", "-I", pdfMarkScript, doc, opts, mark}},
+			{Argv: append(argv, "--", wire.OutputDir+"/output.pdf")},
+		}, nil
+	}
+}
+
+func markRenderer(name, flag, where string, d markDefaults) *Renderer {
+	desc := fmt.Sprintf("Lay a text %s the content of a PDF's pages (all, or those given) with ReportLab and qpdf %s, in the font, size, colour, opacity, rotation and position given.", where, flag)
+	if where == "under" {
+		desc += " Where a page paints over it (an opaque image, a filled background) the watermark is hidden."
+	}
+	r := pdfRenderer(name, desc+" The mark may be a PNG instead: send the PDF and the PNG as two file parts, in that order. Output: output.pdf.", markOptions(d), markSteps(flag))
+	r.Inputs, r.parts, r.partsOf = []string{TypePDF, TypeZIP}, true, markParts
+	return r
+}

@@ -1,0 +1,170 @@
+package render_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"errors"
+	"fmt"
+	"image"
+	"strings"
+	"testing"
+
+	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/samples"
+	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/testenv"
+)
+
+func init() {
+	for _, name := range []string{"pdf-watermark", "pdf-stamp"} {
+		good[name], wrong[name] = samples.PDF("a", 1), samples.HTML("a", "b")
+		goodOptions[name] = map[string]any{"text": "DRAFT"}
+	}
+}
+
+// The text is on the pages chosen and on no other, in pdftotext's reading
+// of each page, and the document keeps its pages.
+func TestPDFStamp(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	input := samples.PDF("page", 4)
+	for _, tc := range []struct {
+		name   string
+		opts   map[string]any
+		marked []bool
+	}{
+		{"pdf-stamp", map[string]any{"text": "PAID 2026-12-03", "pages": "1,3-4"}, []bool{true, false, true, true}},
+		{"pdf-watermark", map[string]any{"text": "PAID 2026-12-03", "rotation": 0, "pages": "2"}, []bool{false, true, false, false}},
+		{"pdf-stamp", map[string]any{"text": "Ελληνικά · Кириллица\nPAID 2026-12-03", "font": "serif", "font_size": 10, "position": "bottom-left", "opacity": 0.5}, []bool{true, true, true, true}},
+	} {
+		out, _ := renderOK(t, m, tc.name, input, tc.opts)
+		pages := pageTexts(t, m, out["output.pdf"])
+		if len(pages) != 4 {
+			t.Errorf("%s %v: %d pages, want 4", tc.name, tc.opts, len(pages))
+			continue
+		}
+		text := tc.opts["text"].(string)
+		for i, p := range pages {
+			if !strings.Contains(p, fmt.Sprintf("page page %d", i+1)) {
+				t.Errorf("%s %v: page %d says %q, want its own text kept", tc.name, tc.opts, i+1, p)
+			}
+			for _, line := range strings.Split(text, "\n") {
+				if strings.Contains(p, line) != tc.marked[i] {
+					t.Errorf("%s %v: page %d says %q; marked with %q: %v, want %v", tc.name, tc.opts, i+1, p, line, !tc.marked[i], tc.marked[i])
+				}
+			}
+		}
+	}
+	e := sandboxErr(t, m, "pdf-stamp", input, map[string]any{"text": "x", "pages": "2-5"})
+	if e.Outcome != sandbox.RenderFailed {
+		t.Errorf("a page past the end: %s %q, want render_failed", e.Outcome, e.Msg)
+	}
+}
+
+// A watermark goes under the page's content, a stamp over it: on a page
+// an opaque image fills, the watermark leaves the rendered page as it was
+// and the stamp changes it.
+func TestPDFWatermarkUnderStampOver(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	input := samples.NoisePDF(1, 61, 79, 7)
+	raster := func(pdf []byte) image.Image {
+		out, _ := renderOK(t, m, "pdf-png", pdf, map[string]any{"dpi": 36})
+		return decode(t, out["page-1.png"])
+	}
+	before := raster(input)
+	opts := map[string]any{"text": "OVER OR UNDER", "font_size": 48, "rotation": 0, "position": "center", "opacity": 1, "color": "#00ff00"}
+	for name, changed := range map[string]bool{"pdf-watermark": false, "pdf-stamp": true} {
+		out, _ := renderOK(t, m, name, input, opts)
+		after := raster(out["output.pdf"])
+		if same := samePixels(before, after); same == changed {
+			t.Errorf("%s over an opaque page: the rendered page changed: %v, want %v", name, !same, changed)
+		}
+		// Hidden or not, the text is in the page.
+		if text := pdfText(t, m, out["output.pdf"]); !strings.Contains(text, "OVER OR UNDER") {
+			t.Errorf("%s: the page says %q", name, text)
+		}
+	}
+}
+
+func samePixels(a, b image.Image) bool {
+	if a.Bounds() != b.Bounds() {
+		return false
+	}
+	for y := a.Bounds().Min.Y; y < a.Bounds().Max.Y; y++ {
+		for x := a.Bounds().Min.X; x < a.Bounds().Max.X; x++ {
+			if a.At(x, y) != b.At(x, y) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// The text is required and checked before any sandbox: something to
+// draw, at most ten lines, no control characters but the newline.
+func TestPDFStampOptions(t *testing.T) {
+	t.Parallel()
+	input := samples.PDF("x", 1)
+	for _, name := range []string{"pdf-watermark", "pdf-stamp"} {
+		r, _ := render.Lookup(name)
+		for _, opts := range []map[string]any{
+			nil, {"text": "  \n "}, {"text": strings.Repeat("a\n", 10) + "b"}, {"text": "tab\there"}, {"text": "bell\a"},
+			{"text": "x", "color": "red"}, {"text": "x", "opacity": 0}, {"text": "x", "pages": "1-z"}, {"text": "x", "position": "middle"},
+		} {
+			if _, err := r.Prepare(input, opts, render.LimitRequest{}); !errors.Is(err, render.ErrInvalidOptions) {
+				t.Errorf("%s %q: %v, want %v", name, opts, err, render.ErrInvalidOptions)
+			}
+		}
+		plan, err := r.Prepare(input, map[string]any{"text": `"); import os #`}, render.LimitRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The text reaches the sandbox as data: printf's argument, in
+		// JSON, never its format or a program's source.
+		st := plan.Job.Request.Steps[0]
+		if len(st.Argv) != 3 || st.Argv[1] != "%s" || !bytes.Contains([]byte(st.Argv[2]), []byte(`"text":"\"); import os #"`)) {
+			t.Errorf("%s: the first step runs %q", name, st.Argv)
+		}
+	}
+}
+
+// A PNG sent after the PDF is the mark: drawn where it is asked, on the
+// pages chosen, and refused before any sandbox unless the parts are a PDF
+// and a PNG.
+func TestPDFStampImage(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	doc, red := samples.PDF("page", 2), encodePNG(samples.Image(40, 40, 0, 0, 40))
+	parts := storedZip(t, zip.Store, [2][]byte{[]byte("doc.pdf"), doc}, [2][]byte{[]byte("mark.png"), red})
+	out, _ := renderOK(t, m, "pdf-stamp", parts, map[string]any{"position": "center", "rotation": 0, "image_width_mm": 100, "pages": "2"})
+	if got := pageTexts(t, m, out["output.pdf"]); !equal(got, labels("page", 1, 2)) {
+		t.Errorf("stamped pages say %q, want the document's", got)
+	}
+	pngs, _ := renderOK(t, m, "pdf-png", out["output.pdf"], map[string]any{"dpi": 36})
+	// US Letter at 36 dpi is 306×396: the centre, and a corner.
+	for page, want := range map[string]bool{"page-1.png": false, "page-2.png": true} {
+		img := decode(t, pngs[page])
+		if c := img.At(153, 198); isRed(c) != want || !isWhite(img.At(5, 5)) {
+			t.Errorf("%s: the centre is %v (red: want %v), the corner %v", page, c, want, img.At(5, 5))
+		}
+	}
+	r, _ := render.Lookup("pdf-watermark")
+	html := samples.HTML("a", "b")
+	for _, tc := range []struct {
+		input []byte
+		opts  map[string]any
+		want  error
+	}{
+		{parts, map[string]any{"text": "both"}, render.ErrInvalidOptions},
+		{storedZip(t, zip.Store, [2][]byte{[]byte("doc.pdf"), doc}, [2][]byte{[]byte("mark.html"), html}), nil, render.ErrUnsupportedInput},
+		{storedZip(t, zip.Store, [2][]byte{[]byte("mark.png"), red}, [2][]byte{[]byte("doc.pdf"), doc}), nil, render.ErrUnsupportedInput},
+		{storedZip(t, zip.Store, [2][]byte{[]byte("doc.pdf"), doc}, [2][]byte{[]byte("mark.png"), red}, [2][]byte{[]byte("more.png"), red}), nil, render.ErrInputTooLarge},
+		{storedZip(t, zip.Store, [2][]byte{[]byte("doc.pdf"), doc}), map[string]any{"text": "x"}, render.ErrInvalidInput},
+		{storedZip(t, zip.Store, [2][]byte{[]byte("doc.pdf"), doc}, [2][]byte{[]byte("huge.png"), samples.PNGHeader(10000, 10000)}), nil, render.ErrInputTooLarge},
+	} {
+		if _, err := r.Prepare(tc.input, tc.opts, render.LimitRequest{}); !errors.Is(err, tc.want) {
+			t.Errorf("%v: %v, want %v", tc.opts, err, tc.want)
+		}
+	}
+}
