@@ -27,11 +27,9 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/buildinfo"
@@ -103,12 +101,7 @@ type opts struct {
 func run(ctx context.Context, o opts) error {
 	n, heavyN, tree, runsc := o.n, o.heavyN, o.tree, o.runsc
 	state := fmt.Sprintf("/run/renderbox-bench-%d", os.Getpid())
-	defer func() {
-		// runsc bind-mounts an empty network namespace (--network=none)
-		// into its root; RemoveAll cannot remove a mount point.
-		_ = syscall.Unmount(filepath.Join(state, "runsc", "null-netns"), syscall.MNT_DETACH)
-		os.RemoveAll(state)
-	}()
+	defer func() { _ = sandbox.RemoveStateDir(state) }()
 	m, err := sandbox.NewManager(sandbox.Config{
 		Runsc: runsc, Rootfs: rootfs.Dir(tree), StateDir: state,
 		CgroupParent: fmt.Sprintf("renderbox-bench-%d", os.Getpid()),

@@ -172,7 +172,7 @@ func (c Config) privateManager(log *slog.Logger) (*sandbox.Manager, func(), erro
 		for _, d := range sandbox.ParentCgroupDirs(p.CgroupParent) {
 			_ = os.Remove(d)
 		}
-		_ = os.RemoveAll(p.StateDir)
+		_ = sandbox.RemoveStateDir(p.StateDir)
 	}, nil
 }
 

@@ -458,3 +458,12 @@ func tailOf(s string, n int) string {
 	}
 	return s
 }
+
+// RemoveStateDir removes a state dir no manager uses any more. runsc
+// bind-mounts an empty network namespace (--network=none) into its root,
+// which RemoveAll cannot remove: it is unmounted first, or every private
+// state dir (a check beside a live worker, a test) would leave one mount.
+func RemoveStateDir(dir string) error {
+	_ = syscall.Unmount(filepath.Join(dir, "runsc", "null-netns"), syscall.MNT_DETACH)
+	return os.RemoveAll(dir)
+}

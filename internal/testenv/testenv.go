@@ -103,7 +103,9 @@ func Manager(t testing.TB, cfg sandbox.Config) *sandbox.Manager {
 		for _, d := range sandbox.ParentCgroupDirs(cfg.CgroupParent) {
 			_ = os.Remove(d)
 		}
-		_ = os.RemoveAll(cfg.StateDir)
+		if err := sandbox.RemoveStateDir(cfg.StateDir); err != nil {
+			t.Errorf("removing the state dir: %v", err)
+		}
 	})
 	return m
 }
