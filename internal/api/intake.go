@@ -3,7 +3,9 @@ package api
 import (
 	"archive/zip"
 	"bufio"
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/renderbox/renderbox/internal/render"
@@ -169,6 +172,9 @@ func newIntake(r *http.Request, json bool, maxBody int64, lookup func(string) (*
 // setRenderer names the renderer: from here on the input and the body are
 // held to its limits.
 func (in *intake) setRenderer(name string) error {
+	if strings.Contains(name, render.ChainSeparator) {
+		return fmt.Errorf("%w %s: a chain names its first renderer in renderer and the others in then", render.ErrUnknownRenderer, quoteBounded(name))
+	}
 	r, err := in.lookup(name)
 	if err != nil {
 		return err
@@ -246,11 +252,16 @@ func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render
 			return nil, nil, err
 		}
 	}
+	if in.sub.Then != nil {
+		if err := in.chain(); err != nil {
+			return nil, nil, err
+		}
+	}
 	in.sub.Input = in.input.b
 	return &in.sub, in.renderer, nil
 }
 
-var multipartFields = []string{"renderer", "file", "input_type", "options", "limits", "callback_url", "output_name"}
+var multipartFields = []string{"renderer", "file", "input_type", "options", "limits", "callback_url", "output_name", "then"}
 
 func (in *intake) readMultipart(boundary string) error {
 	mr := multipart.NewReader(in.body, boundary)
@@ -373,6 +384,8 @@ func (in *intake) set(name string, v []byte) error {
 		in.sub.Options = v
 	case "limits":
 		in.sub.Limits = v
+	case "then":
+		in.sub.Then = v
 	case "callback_url":
 		in.sub.CallbackURL = string(v)
 	case "input_type":
@@ -399,7 +412,7 @@ func partType(ct string) string {
 	return t
 }
 
-var jsonFields = []string{"renderer", "input_base64", "input_type", "options", "limits", "callback_url", "output_name"}
+var jsonFields = []string{"renderer", "input_base64", "input_type", "options", "limits", "callback_url", "output_name", "then"}
 
 // readJSON reads {"renderer": …, "input_base64": …, …} as a stream: the
 // base64 string is decoded as it is read, never held as text.
@@ -501,4 +514,60 @@ func (in *intake) readJSONValue(s *jsonScanner, key string) error {
 		}
 		return in.set(key, v)
 	}
+}
+
+// chainStep is one element of a submission's then: a renderer after the
+// one before, with its options.
+type chainStep struct {
+	Renderer string         `json:"renderer"`
+	Options  map[string]any `json:"options"`
+}
+
+// chain makes the submission a chain: its renderer the first step and
+// then's the others, as the catalogue runs it (render.Lookup of the names
+// joined by render.ChainSeparator, each step's options as
+// "<renderer>.<option>"). The chain takes its input as its first step
+// does, whose limits the input was held to already.
+func (in *intake) chain() error {
+	var steps []chainStep
+	dec := json.NewDecoder(bytes.NewReader(in.sub.Then))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&steps); err != nil {
+		return fmt.Errorf("%w: then: want a list of {\"renderer\": …, \"options\": {…}}: %v", errBadRequest, err)
+	}
+	if len(steps) == 0 {
+		return fmt.Errorf("%w: then is empty; leave it out for one renderer", errBadRequest)
+	}
+	first := map[string]any{}
+	if len(in.sub.Options) > 0 {
+		if err := json.Unmarshal(in.sub.Options, &first); err != nil {
+			return fmt.Errorf("%w: options must be a JSON object: %v", render.ErrInvalidOptions, err)
+		}
+	}
+	names := []string{in.sub.Renderer}
+	opts := map[string]any{}
+	add := func(step string, o map[string]any) {
+		for k, v := range o {
+			opts[step+"."+k] = v
+		}
+	}
+	add(in.sub.Renderer, first)
+	for _, st := range steps {
+		if st.Renderer == "" || strings.Contains(st.Renderer, render.ChainSeparator) {
+			return fmt.Errorf("%w %s in then: each step names one renderer", render.ErrUnknownRenderer, quoteBounded(st.Renderer))
+		}
+		names = append(names, st.Renderer)
+		add(st.Renderer, st.Options)
+	}
+	name := strings.Join(names, render.ChainSeparator)
+	r, err := in.lookup(name)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(opts)
+	if err != nil {
+		return fmt.Errorf("%w: %v", render.ErrInvalidOptions, err)
+	}
+	in.renderer, in.sub.Renderer, in.sub.Options = r, name, b
+	return nil
 }

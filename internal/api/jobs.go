@@ -114,10 +114,13 @@ func utcOrNil(t time.Time) *time.Time {
 
 // submission is a parsed POST /v1/jobs.
 type submission struct {
-	Renderer    string
-	Input       []byte
-	Options     json.RawMessage
-	Limits      json.RawMessage
+	Renderer string
+	Input    []byte
+	Options  json.RawMessage
+	Limits   json.RawMessage
+	// Then is the renderers after Renderer in a chain, as sent; read into
+	// Renderer and Options once the body is read (intake.chain).
+	Then        json.RawMessage
 	CallbackURL string
 	// InputType is the client's input_type; PartType the file part's
 	// Content-Type when it names a declarable text type.

@@ -158,6 +158,8 @@ func writeOptionsAnyOf(rs []*render.Renderer, w *writer) {
 	for _, r := range rs {
 		w.line(1, "- $ref: "+ref(SchemaPrefix(r.Name)+"Options"))
 	}
+	// A chain's options are its steps', each under "<renderer>.".
+	w.line(1, "- $ref: "+ref("ChainOptions"))
 }
 
 // writeSecrets writes Option.secret's description, naming each

@@ -84,7 +84,7 @@ func TestGeneratedRegionsFollowTheCatalogue(t *testing.T) {
 	for _, want := range []string{
 		"head: kept\n  " + BeginLine(RegionJobRequest) + "\n  oneOf:\n    - $ref: \"#/components/schemas/PdfFlattenJobRequest\"\n",
 		"      pdf-flatten: \"#/components/schemas/PdfFlattenJobRequest\"\n  " + endMarker + "\nmiddle: kept\n",
-		"    anyOf:\n      - $ref: \"#/components/schemas/PdfFlattenOptions\"\n    " + endMarker + "\n",
+		"    anyOf:\n      - $ref: \"#/components/schemas/PdfFlattenOptions\"\n      - $ref: \"#/components/schemas/ChainOptions\"\n    " + endMarker + "\n",
 		"  description: \"The value (pdf-flatten's `password`) reaches the sandbox only: the job's record, its `options` and its webhooks show `[redacted]`.\"\n",
 		"  PdfFlattenOptions:\n",
 		"      password:\n        type: string\n        description: \"The password.\"\n        format: password\n",

@@ -79,7 +79,7 @@ var typeByExt = map[string]string{
 // rule and returns the outputs to publish, in the order given. Any file
 // off the rule fails the whole set (ErrBadOutput).
 func (r *Renderer) AcceptOutputs(files []wire.File) ([]Output, error) {
-	rule, ok := outputRules[r.Name]
+	rule, ok := outputRules[r.ruleName()]
 	if !ok {
 		return nil, fmt.Errorf("%w: renderer %s has no output rule", ErrBadOutput, r.Name)
 	}
@@ -187,7 +187,7 @@ func (r *Renderer) NameOutputs(outs []Output, base string) ([]Output, error) {
 	if base == "" {
 		return outs, nil
 	}
-	multi := outputRules[r.Name].max > 1
+	multi := outputRules[r.ruleName()].max > 1
 	named := make([]Output, len(outs))
 	for i, o := range outs {
 		suffix := path.Ext(o.Name)
@@ -198,6 +198,14 @@ func (r *Renderer) NameOutputs(outs []Output, base string) ([]Output, error) {
 		named[i] = o
 	}
 	return named, nil
+}
+
+// ruleName is the renderer whose output rule applies to r's files.
+func (r *Renderer) ruleName() string {
+	if r.rules != "" {
+		return r.rules
+	}
+	return r.Name
 }
 
 // isType reports whether b's bytes bear out media type t.

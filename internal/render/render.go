@@ -66,6 +66,9 @@ type Renderer struct {
 	// partsOf, when set, reads and checks the parts instead of
 	// mergeParts (pdf-watermark's document and its mark).
 	partsOf func(input []byte) ([]string, error)
+	// rules names the renderer whose output rule applies, when not this
+	// one's (a chain's last step).
+	rules string
 }
 
 // inputFile is the input as the sandbox sees it.
@@ -107,6 +110,9 @@ var extensions = map[string]string{
 
 // Lookup returns the renderer called name.
 func Lookup(name string) (*Renderer, error) {
+	if strings.Contains(name, ChainSeparator) {
+		return lookupChain(name)
+	}
 	r, ok := catalogue[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownRenderer, name, strings.Join(Names(), ", "))

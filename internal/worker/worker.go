@@ -216,7 +216,10 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload,
 		accepted, err := r.AcceptOutputs(res.Response.Files)
 		if err != nil {
 			log.Warn("outputs refused", "err", err)
-			return h.endIn(ctx, log, p, "failed", string(sandbox.RenderFailed), err.Error(), mode)
+			if diag != nil && len(diag.Steps) > 0 {
+				diag.Steps[len(diag.Steps)-1].Outcome = string(sandbox.RenderFailed)
+			}
+			return h.endWith(ctx, log, p, queue.Event{State: "failed", ErrorCode: string(sandbox.RenderFailed), ErrorMessage: err.Error(), SandboxMode: mode, Diagnostics: diag})
 		}
 		// Renamed on the host, once the renderer's own names passed.
 		if accepted, err = r.NameOutputs(accepted, p.OutputName); err != nil {
