@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/renderbox/renderbox/client"
+	"github.com/renderbox/renderbox/internal/buildinfo"
 )
 
 const usage = `usage: renderbox COMMAND [flags] [args]
@@ -38,6 +39,7 @@ commands:
   jobs get ID                                                one job, as JSON
   jobs cancel ID                                             cancel a queued or running job
   renderers                                                  the renderers and what they take
+  -version                                                   print the build and exit
 
 every command takes -server URL and -key-file FILE (or RENDERBOX_SERVER,
 RENDERBOX_KEY or RENDERBOX_KEY_FILE, or a config file: RENDERBOX_CONFIG,
@@ -123,6 +125,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	cmd, args := args[0], args[1:]
+	if cmd == "-version" || cmd == "--version" {
+		if len(args) > 0 {
+			return errUsage
+		}
+		buildinfo.Read().Print(stdout, "renderbox")
+		return nil
+	}
 	if cmd == "jobs" {
 		if len(args) == 0 {
 			return errUsage
