@@ -39,6 +39,10 @@ func quoteName(s string) string {
 	return strconv.Quote(s)
 }
 
+// jsonSpace is the whitespace JSON allows around a value; bytes.TrimSpace
+// would also take \v, \f and Unicode spaces, which encoding/json refuses.
+const jsonSpace = " \t\r\n"
+
 // decodeObject reads raw as one JSON object, token by token, calling field
 // for each key with the decoder positioned at its value; field must consume
 // the value. A repeated key, trailing data or raw over max bytes is an
@@ -48,7 +52,7 @@ func decodeObject(what string, raw []byte, max int, field func(key string, dec *
 	if len(raw) > max {
 		return fmt.Errorf("%s are %d bytes of JSON, more than the %d accepted", what, len(raw), max)
 	}
-	raw = bytes.TrimSpace(raw)
+	raw = bytes.Trim(raw, jsonSpace)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
