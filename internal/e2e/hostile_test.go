@@ -196,17 +196,23 @@ func pdfOperationCases(t *testing.T) []hostileCase {
 	for i := len(corrupt) / 3; i < 2*len(corrupt)/3; i++ {
 		corrupt[i] ^= 0x5a
 	}
-	archive := func(name string, mode os.FileMode) []byte {
+	// archive packs files (name, data) stored, as several file parts are.
+	archive := func(mode os.FileMode, files ...[2][]byte) []byte {
 		var b bytes.Buffer
 		zw := zip.NewWriter(&b)
-		h := &zip.FileHeader{Name: name, Method: zip.Store}
-		h.SetMode(mode)
-		w, err := zw.CreateHeader(h)
-		if err == nil {
-			_, err = w.Write(pdf)
+		for _, f := range files {
+			h := &zip.FileHeader{Name: string(f[0]), Method: zip.Store}
+			h.SetMode(mode)
+			w, err := zw.CreateHeader(h)
+			if err == nil {
+				_, err = w.Write(f[1])
+			}
+			if err != nil {
+				t.Fatalf("packing %s: %v", f[0], err)
+			}
 		}
-		if err != nil || zw.Close() != nil {
-			t.Fatalf("packing %s: %v", name, err)
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
 		}
 		return b.Bytes()
 	}
@@ -215,8 +221,14 @@ func pdfOperationCases(t *testing.T) []hostileCase {
 		// 3000 parts: over the 1000 files a job may return.
 		{name: "pdf-split of 3000 pages, a part each", renderer: "pdf-split", input: samples.PDF("many", 3000),
 			limits: map[string]any{"timeout_seconds": 60}, want: []string{"failed:output_limit", "failed:timeout"}},
-		{name: "pdf-merge of a file outside the archive", renderer: "pdf-merge", input: archive("../../etc/x.pdf", 0o644), door: door},
-		{name: "pdf-merge of a link", renderer: "pdf-merge", input: archive("x.pdf", os.ModeSymlink|0o777), door: door},
+		{name: "pdf-merge of a file outside the archive", renderer: "pdf-merge", input: archive(0o644, [2][]byte{[]byte("../../etc/x.pdf"), pdf}), door: door},
+		{name: "pdf-merge of a link", renderer: "pdf-merge", input: archive(os.ModeSymlink|0o777, [2][]byte{[]byte("x.pdf"), pdf}), door: door},
+		// The mark is parsed in the sandbox only (pikepdf): a damaged one
+		// fails the job or is repaired.
+		{name: "pdf-stamp with a corrupt pdf as its mark", renderer: "pdf-stamp", input: archive(0o644, [2][]byte{[]byte("doc.pdf"), pdf}, [2][]byte{[]byte("mark.pdf"), corrupt}),
+			want: []string{"succeeded", "failed:render_failed"}, door: door},
+		{name: "pdf-watermark with a truncated pdf as its mark", renderer: "pdf-watermark", input: archive(0o644, [2][]byte{[]byte("doc.pdf"), pdf}, [2][]byte{[]byte("mark.pdf"), pdf[:len(pdf)/2]}),
+			want: []string{"succeeded", "failed:render_failed"}, door: door},
 	}
 	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive"} {
 		var opts map[string]any

@@ -11,8 +11,9 @@ import (
 
 // Issue 14's second slice through the API: a form flattened, then the
 // flattened document stamped on its second page only and watermarked, a
-// PNG sent after the PDF stamped on its first; a stamp without its text
-// or a PNG is refused before anything is queued.
+// PNG sent after the PDF stamped on its first, a PDF's first page on the
+// others; a stamp without its text or a mark file is refused before
+// anything is queued.
 func TestPDFFlattenAndStampThroughTheAPI(t *testing.T) {
 	m := testenv.Manager(t, sandbox.Config{})
 	s := newStack(t, stackOpts{})
@@ -65,6 +66,15 @@ func TestPDFFlattenAndStampThroughTheAPI(t *testing.T) {
 	sealed := download("pdf-stamp with a PNG", j)
 	if list := testenv.Tool(t, m, "pdfimages", sealed, "-list"); !strings.Contains(list, "\n   1     0 image      40    30") || strings.Contains(list, "\n   2 ") {
 		t.Errorf("the sealed document's images:\n%s\nwant the 40×30 PNG on page 1 alone", list)
+	}
+
+	// A PDF as the mark: its first page, laid on the pages chosen.
+	ct, body = multipartParts(map[string]string{"renderer": "pdf-stamp", "options": `{"position":"bottom","rotation":0,"image_width_mm":100,"pages":"2-3"}`},
+		part{filename: "report.pdf", data: doc}, part{filename: "letterhead.pdf", data: samples.PDF("LETTERHEAD", 2)})
+	c.do("POST", "/v1/jobs?wait=60", key, ct, body, nil).json(t, &j)
+	headed := download("pdf-stamp with a PDF", j)
+	if text := testenv.PDFText(t, m, headed); strings.Count(text, "LETTERHEAD page 1") != 2 || strings.Contains(text, "LETTERHEAD page 2") {
+		t.Errorf("the document stamped with a PDF says %q, want the mark's first page on pages 2 and 3", text)
 	}
 
 	r, _ := submitJSON(t, c, key, "pdf-stamp", doc, map[string]any{"pages": "1"}, "", nil)

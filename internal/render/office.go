@@ -62,6 +62,7 @@ var officeSchema = []Option{
 		Description: "Reduce images to at most this many dots per inch; absent, images keep their resolution."},
 	boolOpt("single_page_sheets", "Put each spreadsheet sheet on one page, however large.", false),
 	boolOpt("export_form_fields", "Export form fields as PDF form fields; false prints their content.", true),
+	boolOpt("pdf_ua", "Export PDF/UA-1 (accessible PDF: tagged, with the document's title shown, its XMP naming the part) as LibreOffice's export makes it; it does not fix a document whose images lack alternative text.", false),
 }
 
 // officeOptions are the validated options as the agent takes them.
@@ -71,6 +72,7 @@ func officeOptions(in inputFile, v Values) *wire.OfficeOptions {
 		Landscape: v.Bool("landscape"), PageRange: v.String("page_ranges"),
 		Quality: v.Int("quality"), MaxImageResolution: v.Int("max_image_resolution"),
 		SinglePageSheets: v.Bool("single_page_sheets"), ExportFormFields: v.Bool("export_form_fields"),
+		PDFUA: v.Bool("pdf_ua"),
 	}
 }
 

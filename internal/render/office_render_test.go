@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,6 +60,10 @@ func TestOfficeFormatsToPDF(t *testing.T) {
 	}
 }
 
+// pdfUAPart finds PDF/UA-1's identification in XMP, as an element or an
+// attribute.
+var pdfUAPart = regexp.MustCompile(`pdfuaid:part(>|=")1[<"]`)
+
 // officeCase is one office-pdf job and what its PDF must show.
 type officeCase struct {
 	name  string
@@ -81,10 +86,13 @@ func officeCases(encrypted []byte) []officeCase {
 					t.Errorf("landscape: page %g×%g pt, want wider than tall", w, h)
 				}
 			}},
-		{name: "portrait by default", input: samples.DOCX(officeText),
+		{name: "portrait, not PDF/UA, by default", input: samples.DOCX(officeText),
 			check: func(t *testing.T, m *sandbox.Manager, pdf []byte) {
 				if w, h := pageSize(t, m, pdf); w >= h {
 					t.Errorf("default: page %g×%g pt, want taller than wide", w, h)
+				}
+				if meta := testenv.Tool(t, m, "pdfinfo", pdf, "-meta"); strings.Contains(meta, "pdfuaid") {
+					t.Errorf("default: XMP %q names PDF/UA", meta)
 				}
 			}},
 		{name: "page_ranges", input: pages, opts: map[string]any{"page_ranges": "2"},
@@ -126,6 +134,14 @@ func officeCases(encrypted []byte) []officeCase {
 				}
 				if strings.Contains(text, `"Smith`) {
 					t.Errorf("csv: the quotes were printed: %q", text)
+				}
+			}},
+		{name: "pdf_ua", input: samples.DOCX(officeText), opts: map[string]any{"pdf_ua": true},
+			check: func(t *testing.T, m *sandbox.Manager, pdf []byte) {
+				info := pdfInfo(t, m, pdf)
+				meta := testenv.Tool(t, m, "pdfinfo", pdf, "-meta")
+				if info["Tagged"] != "yes" || !pdfUAPart.MatchString(meta) {
+					t.Errorf("pdf_ua: tagged %q, XMP %q; want tagged and pdfuaid:part 1", info["Tagged"], meta)
 				}
 			}},
 		{name: "txt", input: []byte("Plain text, line one\nLigne deux : été\n"),

@@ -58,15 +58,20 @@ func markText(s string) error {
 const maxMarkPixels = 25_000_000
 
 // markParts takes the document and its mark as two file parts: a PDF,
-// then a PNG.
+// then a PNG or a PDF (of which the first page is the mark; only the
+// sandbox parses it).
 func markParts(input []byte) ([]string, error) {
 	files, err := storedParts(input, "pdf-watermark and pdf-stamp", 2, func(i int, name string, data []byte) error {
 		if i == 0 && !bytes.HasPrefix(data, []byte("%PDF-")) {
 			return fmt.Errorf("%w: the first file, %q, is the document and must be a PDF (a PDF begins %%PDF-)", ErrUnsupportedInput, name)
 		}
 		if i == 1 {
-			if Sniff(data) != TypePNG {
-				return fmt.Errorf("%w: the second file, %q, is the mark and must be a PNG", ErrUnsupportedInput, name)
+			switch Sniff(data) {
+			case TypePDF:
+				return nil
+			case TypePNG:
+			default:
+				return fmt.Errorf("%w: the second file, %q, is the mark and must be a PNG or a PDF", ErrUnsupportedInput, name)
 			}
 			if w, h, err := imageSize(data); err != nil || int64(w)*int64(h) > maxMarkPixels {
 				return fmt.Errorf("%w: the mark %q is %d×%d pixels (%v); at most %d pixels", ErrInputTooLarge, name, w, h, err, maxMarkPixels)
@@ -75,7 +80,7 @@ func markParts(input []byte) ([]string, error) {
 		return nil
 	})
 	if err == nil && len(files) != 2 {
-		return nil, fmt.Errorf("%w: give the document alone, or the document and a PNG to lay on it (2 files); got %d", ErrInvalidInput, len(files))
+		return nil, fmt.Errorf("%w: give the document alone, or the document and a PNG or PDF to lay on it (2 files); got %d", ErrInvalidInput, len(files))
 	}
 	return files, err
 }
@@ -87,7 +92,7 @@ type markDefaults struct {
 }
 
 func markOptions(d markDefaults) []Option {
-	text := textOpt("text", fmt.Sprintf("Required unless the mark is a PNG: the text, UTF-8, lines split by \\n (at most %d), no other control characters.", maxMarkLines), 500)
+	text := textOpt("text", fmt.Sprintf("Required unless the mark is a PNG or a PDF: the text, UTF-8, lines split by \\n (at most %d), no other control characters.", maxMarkLines), 500)
 	text.more = markText
 	color := patternOpt("color", "Colour as #rrggbb.", `#[0-9a-fA-F]{6}`)
 	color.Default = d.color
@@ -101,7 +106,7 @@ func markOptions(d markDefaults) []Option {
 		enumOpt("position", "Where the text goes on the page, as the page is shown (its rotation taken into account).", d.position, markPositions...),
 		numOpt("margin_mm", "Distance from the page's edges for a position other than center, in millimetres.", 15, 0, 200),
 		patternOpt("pages", "The pages to mark, e.g. \"1,3-5\"; all when absent. A page past the end fails the job.", pageRangesPattern),
-		numOpt("image_width_mm", "With a PNG as the mark (a second file part, after the PDF): its width on the page in millimetres; its height keeps its proportions.", 60, 1, 1000),
+		numOpt("image_width_mm", "With a PNG or a PDF as the mark (a second file part, after the document; of a PDF, its first page as shown): its width on the page in millimetres; its height keeps its proportions.", 60, 1, 1000),
 	}
 }
 
@@ -114,11 +119,11 @@ func markSteps(flag string) func(inputFile, Values) ([]wire.Step, error) {
 		o := map[string]any{}
 		switch {
 		case len(in.Files) == 2 && v.Has("text"):
-			return nil, fmt.Errorf("%w: the mark is the text or the PNG part, not both", ErrInvalidOptions)
+			return nil, fmt.Errorf("%w: the mark is the text or the second file part, not both", ErrInvalidOptions)
 		case len(in.Files) == 2:
 			doc, o["image"] = in.Site+"/"+in.Files[0], in.Site+"/"+in.Files[1]
 		case !v.Has("text"):
-			return nil, fmt.Errorf("%w: the text to lay on the pages is required (option \"text\"), or a PNG as a second file part", ErrInvalidOptions)
+			return nil, fmt.Errorf("%w: the text to lay on the pages is required (option \"text\"), or a PNG or PDF as a second file part", ErrInvalidOptions)
 		}
 		for _, k := range []string{"text", "font", "font_size", "opacity", "rotation", "position", "margin_mm", "color", "image_width_mm"} {
 			if v.Has(k) {
@@ -147,7 +152,7 @@ func markRenderer(name, flag, where string, d markDefaults) *Renderer {
 	if where == "under" {
 		desc += " Where a page paints over it (an opaque image, a filled background) the watermark is hidden."
 	}
-	r := pdfRenderer(name, desc+" The mark may be a PNG instead: send the PDF and the PNG as two file parts, in that order. Output: output.pdf.", markOptions(d), markSteps(flag))
+	r := pdfRenderer(name, desc+" The mark may be a PNG, or a PDF's first page, instead: send the document and the mark as two file parts, in that order (font, font_size and color are then unused; opacity, rotation, position and image_width_mm apply). Output: output.pdf.", markOptions(d), markSteps(flag))
 	r.Inputs, r.parts, r.partsOf = []string{TypePDF, TypeZIP}, true, markParts
 	return r
 }

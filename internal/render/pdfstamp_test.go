@@ -3,9 +3,12 @@ package render_test
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/internal/wire"
 )
 
 func init() {
@@ -167,4 +171,79 @@ func TestPDFStampImage(t *testing.T) {
 			t.Errorf("%v: %v, want %v", tc.opts, err, tc.want)
 		}
 	}
+}
+
+// A PDF sent after the document is the mark: its first page, scaled to
+// image_width_mm and placed as asked, on the pages chosen — its text
+// where the geometry puts it, read back with pdftotext -bbox.
+func TestPDFStampPDF(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	// The mark: a US Letter page (612×792 pt) with "SEAL page 1" at
+	// (72, 700), drawn half size in the bottom-right corner, no margin.
+	doc, seal := samples.PDF("page", 2), samples.PDF("SEAL", 3)
+	parts := storedZip(t, zip.Store, [2][]byte{[]byte("doc.pdf"), doc}, [2][]byte{[]byte("seal.pdf"), seal})
+	out, _ := renderOK(t, m, "pdf-stamp", parts, map[string]any{"position": "bottom-right", "margin_mm": 0, "rotation": 0, "image_width_mm": 107.95, "pages": "2"})
+	texts := pageTexts(t, m, out["output.pdf"])
+	if len(texts) != 2 || texts[0] != "page page 1" || !strings.Contains(texts[1], "page page 2") || !strings.Contains(texts[1], "SEAL page 1") || strings.Contains(texts[1], "SEAL page 2") {
+		t.Fatalf("stamped pages say %q, want page 2 alone to carry the mark's first page", texts)
+	}
+	// Half size in the corner: the mark's (72, 700) lands at (342, 350)
+	// from the bottom left, 442 pt from the top; its 24 pt text is 12 pt.
+	box := wordBox(t, m, out["output.pdf"], 2, "SEAL")
+	if box[0] < 340 || box[0] > 345 || box[3] < 438 || box[3] > 446 || box[3]-box[1] < 9 || box[3]-box[1] > 15 {
+		t.Errorf("the mark's word SEAL is at %v (xMin yMin xMax yMax, pt from the top left), want about x 342, yMax 442, 12 pt high", box)
+	}
+	// Opacity and the first page only: a faint mark is still the text.
+	out, _ = renderOK(t, m, "pdf-watermark", parts, map[string]any{"opacity": 0.2, "rotation": 0})
+	if texts := pageTexts(t, m, out["output.pdf"]); len(texts) != 2 || !strings.Contains(texts[0], "SEAL page 1") || !strings.Contains(texts[1], "SEAL page 1") {
+		t.Errorf("watermarked pages say %q, want every page to carry the mark's first page", texts)
+	}
+	// At 72 dpi the 60 mm mark (scale 0.278) centred on the page puts its
+	// text at x 241-300, y 304-312 from the top: drawn at opacity 0.2,
+	// black is no darker than 80% white there, while the document's own
+	// black text is black.
+	pngs, _ := renderOK(t, m, "pdf-png", out["output.pdf"], map[string]any{"dpi": 72, "first_page": 1, "last_page": 1})
+	img := decode(t, pngs["page-1.png"])
+	if mark, text := darkest(img, image.Rect(236, 298, 306, 318)), darkest(img, image.Rect(70, 70, 220, 100)); mark < 190 || mark > 250 || text > 80 {
+		t.Errorf("the darkest grey of the mark is %d (want 190-250 at opacity 0.2), of the document's text %d (want black)", mark, text)
+	}
+}
+
+// darkest is the lowest grey level (0-255) of img in r.
+func darkest(img image.Image, r image.Rectangle) int {
+	low := 255
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			cr, cg, cb, _ := img.At(x, y).RGBA()
+			low = min(low, int((cr+cg+cb)/3>>8))
+		}
+	}
+	return low
+}
+
+// wordBox returns the box pdftotext -bbox gives the first word on page
+// of pdf that equals word: xMin, yMin, xMax, yMax in points from the top
+// left.
+func wordBox(t *testing.T, m *sandbox.Manager, pdf []byte, page int, word string) [4]float64 {
+	t.Helper()
+	res, err := m.Run(context.Background(), sandbox.Job{
+		Request: wire.Request{Mode: wire.ModeRender, InputName: "in.pdf", InputSize: int64(len(pdf)), Env: []string{"PATH=/usr/bin:/bin"},
+			Steps: []wire.Step{{Argv: []string{"/usr/bin/pdftotext", "-bbox", "-f", fmt.Sprint(page), "-l", fmt.Sprint(page), wire.InputDir + "/in.pdf", wire.OutputDir + "/words.html"}}}},
+		Input: bytes.NewReader(pdf),
+	})
+	if err != nil {
+		t.Fatalf("pdftotext -bbox: %v", err)
+	}
+	words := string(res.Response.Files[0].Data)
+	re := regexp.MustCompile(`<word xMin="([0-9.]+)" yMin="([0-9.]+)" xMax="([0-9.]+)" yMax="([0-9.]+)">` + regexp.QuoteMeta(word) + `</word>`)
+	mm := re.FindStringSubmatch(words)
+	if mm == nil {
+		t.Fatalf("no word %q on page %d:\n%s", word, page, words)
+	}
+	var box [4]float64
+	for i := range box {
+		box[i], _ = strconv.ParseFloat(mm[i+1], 64)
+	}
+	return box
 }

@@ -164,6 +164,8 @@ type OfficeOptions struct {
 	SinglePageSheets bool `json:"single_page_sheets,omitempty"`
 	// ExportFormFields keeps form fields as PDF form fields.
 	ExportFormFields bool `json:"export_form_fields"`
+	// PDFUA exports PDF/UA-1 (tagged, the title shown, pdfuaid in XMP).
+	PDFUA bool `json:"pdf_ua,omitempty"`
 }
 
 // PDFOptions are Page.printToPDF's parameters; lengths in inches.

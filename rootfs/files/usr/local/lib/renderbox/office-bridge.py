@@ -177,6 +177,10 @@ def filter_data(opts):
         fd.append(prop("PageRange", opts["page_range"]))
     if opts.get("single_page_sheets"):
         fd.append(prop("SinglePageSheets", True))
+    if opts.get("pdf_ua"):
+        # PDF/UA-1: LibreOffice tags the document, shows its title and
+        # names the part in the XMP (pdfuaid:part).
+        fd += [prop("PDFUACompliance", True), prop("UseTaggedPDF", True)]
     return uno.Any("[]com.sun.star.beans.PropertyValue", tuple(fd))
 
 
