@@ -457,6 +457,10 @@ exec %q "$@"
 }
 
 func TestKilledWorkersJobIsFinishedByItsSuccessor(t *testing.T) {
+	// Parallel: it runs after the package's serial tests, beside the
+	// other long ones that mostly wait (leases, retention, a fleet), each
+	// on its own Redis, state dir and cgroup parent.
+	t.Parallel()
 	s := newStack(t, stackOpts{})
 	c := s.client
 	key := s.key("ivan")

@@ -140,6 +140,10 @@ func (h *fleetHost) finished() map[string]int {
 }
 
 func TestTopology(t *testing.T) {
+	// Parallel: it runs after the package's serial tests, beside the
+	// other long ones that mostly wait (leases, retention, a fleet), each
+	// on its own Redis, state dir and cgroup parent.
+	t.Parallel()
 	n := *topologyJobs
 	// Four worker slots on two cores finish about a job a second here.
 	if deadline, ok := t.Deadline(); ok && time.Until(deadline) < 2*time.Minute+time.Duration(n)*3*time.Second {

@@ -215,7 +215,14 @@ type RedisServer struct {
 	conf string // config read from stdin (the password)
 	mu   sync.Mutex
 	cmd  *exec.Cmd // nil while stopped
+	// exited gets cmd's exit (its Wait), once.
+	exited chan error
 }
+
+// redisPorts serialises choosing a port and binding it among the
+// package's Redis servers: tests that run in parallel must not be given
+// one port between its probe and redis-server's bind.
+var redisPorts sync.Mutex
 
 // StartRedis starts a private redis-server on a free loopback port and
 // stops it when the test ends.
@@ -226,13 +233,40 @@ func StartRedis(t testing.TB, cfg RedisConfig) *RedisServer {
 		t.Fatalf("redis-server is missing; install it with: apt-get install -y redis-server (or: make setup)")
 	}
 	host := cmp.Or(cfg.Host, "127.0.0.1")
+	r := &RedisServer{Dir: t.TempDir(), Password: cfg.Password, t: t, bin: bin}
+	t.Cleanup(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.cmd != nil {
+			_ = r.cmd.Process.Kill()
+			<-r.exited
+			r.cmd = nil
+		}
+	})
+	redisPorts.Lock()
+	defer redisPorts.Unlock()
+	// A process outside this package (an API or worker a test started)
+	// may bind the port between the probe and redis-server's bind; then
+	// redis-server exits at once and another port is tried.
+	for try := 0; try < 5; try++ {
+		if err = r.startOn(host, cfg); err == nil {
+			return r
+		}
+	}
+	t.Fatalf("redis-server: %v", err)
+	return nil
+}
+
+// startOn starts the server on a free port of host.
+func (r *RedisServer) startOn(host string, cfg RedisConfig) error {
+	t := r.t
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	r := &RedisServer{Addr: net.JoinHostPort(host, strconv.Itoa(port)), Dir: t.TempDir(), Password: cfg.Password, t: t, bin: bin}
+	r.Addr = net.JoinHostPort(host, strconv.Itoa(port))
 	if cfg.MaxMemory == "" {
 		cfg.MaxMemory = "256mb"
 	}
@@ -255,17 +289,9 @@ func StartRedis(t testing.TB, cfg RedisConfig) *RedisServer {
 		r.args = append(r.args, "--port", "0", "--tls-port", strconv.Itoa(port), "--tls-cert-file", cert,
 			"--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no")
 	}
-	t.Cleanup(func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.cmd != nil {
-			_ = r.cmd.Process.Kill()
-			_ = r.cmd.Wait()
-			r.cmd = nil
-		}
-	})
-	r.Start()
-	return r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.start()
 }
 
 // Start starts the server (again) on its port and data directory and
@@ -277,6 +303,14 @@ func (r *RedisServer) Start() {
 	if r.cmd != nil {
 		r.t.Fatalf("redis-server on %s is already running", r.Addr)
 	}
+	if err := r.start(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// start starts the server and waits for its PONG; an error when it exits
+// first or does not answer. r.mu is held.
+func (r *RedisServer) start() error {
 	// umask 077, as scripts/redis.sh and the deploy unit run it: the
 	// append-only files are the owner's alone.
 	args := r.args
@@ -285,18 +319,35 @@ func (r *RedisServer) Start() {
 	}
 	cmd := exec.Command("/bin/sh", append([]string{"-c", `umask 077 && exec "$0" "$@"`, r.bin}, args...)...)
 	cmd.Stdin = strings.NewReader(r.conf)
+	var out bytes.Buffer
+	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
-		r.t.Fatalf("starting redis-server: %v", err)
+		return fmt.Errorf("starting redis-server: %v", err)
 	}
-	r.cmd = cmd
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("redis-server on %s exited at start (%v): %s", r.Addr, err, lastLine(out.String()))
+		default:
+		}
 		if r.pong() {
-			return
+			r.cmd, r.exited = cmd, exited
+			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	r.t.Fatalf("redis-server did not answer PING on %s within 10s", r.Addr)
+	_ = cmd.Process.Kill()
+	<-exited
+	return fmt.Errorf("redis-server did not answer PING on %s within 10s", r.Addr)
+}
+
+// lastLine is s's last non-empty line.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 // Stop shuts the server down cleanly (SIGTERM: Redis flushes its
@@ -318,8 +369,7 @@ func (r *RedisServer) stop(sig syscall.Signal) {
 	if err := cmd.Process.Signal(sig); err != nil {
 		r.t.Fatalf("signalling redis-server: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	done := r.exited
 	select {
 	case err := <-done:
 		if sig == syscall.SIGTERM && err != nil {
