@@ -27,10 +27,7 @@ func TestClient(t *testing.T) {
 	rcv := newHookReceiver(t)
 	s := newStack(t, stackOpts{apiArgs: []string{"-webhook-allow", "127.0.0.2/32", "-rate", "2", "-burst", "2"}})
 	key := s.key("client")
-	c, err := rb.New(s.base, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := s.sdk(key) // its traffic checked against openapi.yaml
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 

@@ -15,10 +15,7 @@ import (
 // the sandbox from the queued task — and never the page's address.
 func TestMarkdownPDFTitleThroughTheAPI(t *testing.T) {
 	s := newStack(t, stackOpts{})
-	c, err := rb.New(s.base, s.key("titles"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := s.sdk(s.key("titles"))
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	for _, tc := range []struct{ doc, outputName, want string }{

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	rb "github.com/renderbox/renderbox/client"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
@@ -26,32 +28,32 @@ func TestOfficeDocAndPasswordThroughTheAPI(t *testing.T) {
 		t.Fatalf("the encrypted docx sniffs as %s", got)
 	}
 	s := newStack(t, stackOpts{})
-	c, key := s.client, s.key("office")
-
-	pdfOf := func(j jobJSON) string {
+	// Through the client package: submit, wait, download (digest checked).
+	c := s.sdk(s.key("office"))
+	office := func(input []byte, opts map[string]any) (*rb.Job, string) {
 		t.Helper()
-		if j.State != "succeeded" || len(j.Outputs) != 1 {
-			t.Fatalf("job %s %s (%+v), want succeeded with output.pdf", j.ID, j.State, j.Error)
+		j, outs := renderSDK(t, c, rb.Request{Renderer: "office-pdf", Options: opts, Files: []rb.File{rb.FromBytes("document", input)}})
+		if pdf, ok := outs["output.pdf"]; ok {
+			return j, testenv.PDFText(t, m, pdf)
 		}
-		r := c.do("GET", j.Outputs[0].URL, key, "", nil, nil)
-		if r.Status != 200 {
-			t.Fatalf("GET %s: %d", j.Outputs[0].URL, r.Status)
-		}
-		return testenv.PDFText(t, m, r.Body)
+		return j, ""
 	}
 
-	_, j := submitJSON(t, c, key, "office-pdf", doc, nil, "?wait=60", nil)
-	if got := pdfOf(j); !strings.Contains(got, text) {
-		t.Errorf(".doc: pdftotext = %q, want %q in it", got, text)
+	if j, got := office(doc, nil); j.State != "succeeded" || !strings.Contains(got, text) {
+		t.Errorf(".doc: job %s %+v, pdftotext = %q, want succeeded with %q in it", j.State, j.Error, got, text)
 	}
 
-	_, j = submitJSON(t, c, key, "office-pdf", encrypted, map[string]any{"password": password}, "?wait=60", nil)
-	if got := pdfOf(j); !strings.Contains(got, text) {
-		t.Errorf("password docx with its password: pdftotext = %q, want %q in it", got, text)
+	j, got := office(encrypted, map[string]any{"password": password})
+	if j.State != "succeeded" || !strings.Contains(got, text) {
+		t.Errorf("password docx with its password: job %s %+v, pdftotext = %q, want succeeded with %q in it", j.State, j.Error, got, text)
 	}
-	for _, shown := range []jobJSON{j, getJob(t, c, key, j.ID, "")} {
-		if shown.Options["password"] != render.Redacted {
-			t.Errorf("the job shows password %v, want %q", shown.Options["password"], render.Redacted)
+	shown, err := c.Get(context.Background(), j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []map[string]any{j.Options, shown.Options} {
+		if o["password"] != render.Redacted {
+			t.Errorf("the job shows password %v, want %q", o["password"], render.Redacted)
 		}
 	}
 
@@ -59,7 +61,7 @@ func TestOfficeDocAndPasswordThroughTheAPI(t *testing.T) {
 		"without a password": nil,
 		"with a wrong one":   {"password": "not it"},
 	} {
-		_, j = submitJSON(t, c, key, "office-pdf", encrypted, opts, "?wait=60", nil)
+		j, _ := office(encrypted, opts)
 		if j.State != "failed" || j.Error == nil || j.Error.Code != "render_failed" || !strings.Contains(j.Error.Message, "password") {
 			t.Errorf("password docx %s: %s %+v, want failed render_failed saying a password is needed", name, j.State, j.Error)
 		} else if strings.Contains(j.Error.Message, "not it") {

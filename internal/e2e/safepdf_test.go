@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	rb "github.com/renderbox/renderbox/client"
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
@@ -53,16 +54,13 @@ func TestSafePDFThroughTheAPI(t *testing.T) {
 		waitFor(t, "safe-pdf job "+j.ID+" to end", 5*time.Minute, func() bool { j = getJob(t, c, key, j.ID, ""); return j.terminal() })
 		return j
 	}
-	_, j := submitJSON(t, c, key, "safe-pdf", input, map[string]any{"ocr": true, "ocr_language": "eng"}, "?wait=60", nil)
-	j = ended(j)
-	if j.State != "succeeded" || len(j.Outputs) != 1 || j.Outputs[0].Name != "output.pdf" || j.Outputs[0].MediaType != "application/pdf" {
-		t.Fatalf("safe-pdf: job %s %s %+v, outputs %+v; want succeeded with output.pdf", j.ID, j.State, j.Error, j.Outputs)
+	// Through the client package: submit, wait, download (digest checked).
+	sj, outs := renderSDK(t, s.sdk(key), rb.Request{Renderer: "safe-pdf", Options: map[string]any{"ocr": true, "ocr_language": "eng"},
+		Files: []rb.File{rb.FromBytes("active.pdf", input)}})
+	out, ok := outs["output.pdf"]
+	if sj.State != "succeeded" || len(sj.Outputs) != 1 || !ok || sj.Outputs[0].MediaType != "application/pdf" {
+		t.Fatalf("safe-pdf: job %s %s %+v, outputs %+v; want succeeded with output.pdf", sj.ID, sj.State, sj.Error, sj.Outputs)
 	}
-	r := c.do("GET", j.Outputs[0].URL, key, "", nil, nil)
-	if r.Status != 200 {
-		t.Fatalf("GET %s: %d", j.Outputs[0].URL, r.Status)
-	}
-	out := r.Body
 	if text := strings.Join(strings.Fields(testenv.PDFText(t, m, out)), " "); !strings.Contains(text, "Quarterly harvest report") || !strings.Contains(text, "potatoes page 2") {
 		t.Errorf("the safe PDF's text %q, want the original's words on both pages", text)
 	}
@@ -75,11 +73,11 @@ func TestSafePDFThroughTheAPI(t *testing.T) {
 	if info := testenv.Tool(t, m, "pdfinfo", out); !strings.Contains(info, "Pages:           2") {
 		t.Errorf("pdfinfo of the safe PDF:\n%s\nwant 2 pages", info)
 	}
-	if got, want := fmt.Sprint(stepsOf(t, c, key, j.ID)), "[rasterize succeeded rebuild succeeded]"; got != want {
+	if got, want := fmt.Sprint(stepsOf(t, c, key, sj.ID)), "[rasterize succeeded rebuild succeeded]"; got != want {
 		t.Errorf("the job's steps %s, want %s", got, want)
 	}
 
-	_, j = submitFields(t, c, key, "safe-pdf", input, map[string]any{"limits": map[string]any{"max_pages": 1}}, "?wait=60", nil)
+	_, j := submitFields(t, c, key, "safe-pdf", input, map[string]any{"limits": map[string]any{"max_pages": 1}}, "?wait=60", nil)
 	j = ended(j)
 	if j.State != "failed" || j.Error == nil || j.Error.Code != "render_failed" || !strings.Contains(j.Error.Message, "stage rasterize") ||
 		!strings.Contains(j.Error.Message, "more pages than max_pages, 1") || len(j.Outputs) != 0 {
