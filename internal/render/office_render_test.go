@@ -215,6 +215,7 @@ func checkOffice(t *testing.T, m *sandbox.Manager, c officeCase, res *sandbox.Re
 // agent boots LibreOffice for the job) and in pool sandboxes (booted, or
 // restored, before the job).
 func TestOfficeOptions(t *testing.T) {
+	t.Parallel() // its one timing bound, a refusal within 30 s, holds on shared cores
 	m := testenv.Manager(t, sandbox.Config{})
 	cases := officeCases(encryptedDOCX(t, m))
 	t.Run("cold", func(t *testing.T) {
