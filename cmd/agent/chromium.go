@@ -133,18 +133,14 @@ func (b *browser) warmUp() error {
 // pre-booted browser does this before the job; it is ≈ 35 ms of a job's
 // time otherwise.
 func (b *browser) prepare() error {
-	for _, st := range []struct {
-		method string
-		params any
-	}{
+	err := b.c.callEach(b.session, []command{
 		{"Fetch.enable", map[string]any{"patterns": []map[string]any{{"urlPattern": "*"}}}},
 		{"Page.enable", nil},
 		{"Inspector.enable", nil}, // for targetCrashed
 		{"Runtime.enable", nil},   // for console errors and exceptions
-	} {
-		if err := b.c.call(b.session, st.method, st.params, nil); err != nil {
-			return err
-		}
+	})
+	if err != nil {
+		return err
 	}
 	// Every target the page starts, intercepted too.
 	if err := b.c.interceptAll(b.session); err != nil {
@@ -248,10 +244,6 @@ func drive(br *browser, b *wire.Browser, st *site) error {
 			return err
 		}
 	}
-	type command struct {
-		method string
-		params any
-	}
 	var setup []command
 	if !b.JavaScript {
 		setup = append(setup, command{"Emulation.setScriptExecutionDisabled", map[string]any{"value": true}})
@@ -266,10 +258,8 @@ func drive(br *browser, b *wire.Browser, st *site) error {
 		setup = append(setup, command{"Emulation.setDefaultBackgroundColorOverride",
 			map[string]any{"color": map[string]any{"r": 0, "g": 0, "b": 0, "a": 0}}})
 	}
-	for _, st := range setup {
-		if err := c.call(s, st.method, st.params, nil); err != nil {
-			return err
-		}
+	if err := c.callEach(s, setup); err != nil {
+		return err
 	}
 	loaded := c.await(s, "Page.loadEventFired")
 	// A page that exhausts its renderer's memory crashes it; say so now
@@ -484,6 +474,22 @@ func (c *cdp) failure() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
+}
+
+// command is one DevTools call whose result is not needed.
+type command struct {
+	method string
+	params any
+}
+
+// callEach sends the commands in order and stops at the first that fails.
+func (c *cdp) callEach(session string, cmds []command) error {
+	for _, cmd := range cmds {
+		if err := c.call(session, cmd.method, cmd.params, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // call sends method and decodes its result into out (if not nil).
