@@ -84,7 +84,7 @@ func (s *Server) apply(ctx context.Context, ev queue.Event) error {
 		var changed bool
 		changed, err = s.Ledger.Finish(ctx, ev.JobID, ledger.FinishOptions{
 			State: ledger.State(ev.State), ErrorCode: ev.ErrorCode, ErrorMessage: ev.ErrorMessage, Outputs: outs, At: ev.At,
-			SandboxMode: ev.SandboxMode, Diagnostics: diag, Worker: ev.Worker, RootfsDigest: ev.RootfsDigest,
+			SandboxMode: ev.SandboxMode, Diagnostics: diag, Worker: ev.Worker, RootfsDigest: ev.RootfsDigest, StartedAt: ev.StartedAt,
 		})
 		if changed {
 			s.metrics.finished.WithLabelValues(ev.State, ev.ErrorCode).Inc()

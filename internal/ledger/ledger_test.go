@@ -661,6 +661,54 @@ func TestMarkRunningNeverResurrects(t *testing.T) {
 	})
 }
 
+// An end applied before its attempt's start — the replica holding the
+// running event died unacknowledged, another applied the end — counts the
+// attempt from the end's StartedAt; the start delivered again afterwards,
+// or the same start given twice, counts nothing more.
+func TestFinishCountsAnUnrecordedStart(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s ledger.Store, dsn string) {
+		ctx := context.Background()
+		_, k := newKey(t, s, "finish before start")
+		t1 := time.Date(2025, 2, 1, 10, 0, 0, 0, time.UTC)
+		t2 := t1.Add(time.Minute)
+		for _, tc := range []struct {
+			name     string
+			starts   []time.Time // MarkRunning before Finish
+			started  time.Time   // FinishOptions.StartedAt
+			attempts int
+		}{
+			{"no start recorded", nil, t1, 1},
+			{"its start recorded", []time.Time{t1}, t1, 1},
+			{"an earlier attempt's start recorded", []time.Time{t1}, t2, 2},
+			{"both starts recorded", []time.Time{t1, t2}, t2, 2},
+			{"no attempt (canceled while queued)", nil, time.Time{}, 0},
+			{"an end that names no start", []time.Time{t1}, time.Time{}, 1},
+		} {
+			j := newJob(t, s, ledger.Job{Owner: k.ID})
+			for _, at := range tc.starts {
+				if ok, err := s.MarkRunning(ctx, j.ID, at); err != nil || !ok {
+					t.Fatalf("%s: MarkRunning(%v): got %v, %v", tc.name, at, ok, err)
+				}
+			}
+			if ok, err := s.Finish(ctx, j.ID, ledger.FinishOptions{State: ledger.StateSucceeded, StartedAt: tc.started}); err != nil || !ok {
+				t.Fatalf("%s: Finish: got %v, %v; want true", tc.name, ok, err)
+			}
+			if ok, err := s.MarkRunning(ctx, j.ID, tc.started); err != nil || ok {
+				t.Errorf("%s: the start delivered after the end: got %v, %v; want false, nil", tc.name, ok, err)
+			}
+			got := state(t, s, k.ID, j.ID)
+			wantStart := tc.started
+			if wantStart.IsZero() && len(tc.starts) > 0 {
+				wantStart = tc.starts[len(tc.starts)-1]
+			}
+			if got.State != ledger.StateSucceeded || got.Attempts != tc.attempts || !got.StartedAt.Equal(wantStart) {
+				t.Errorf("%s: got %s, attempts %d, started %v; want succeeded, %d, %v", tc.name, got.State, got.Attempts, got.StartedAt, tc.attempts, wantStart)
+			}
+		}
+	})
+}
+
 func TestFinish(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s ledger.Store, dsn string) {

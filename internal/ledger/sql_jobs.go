@@ -278,12 +278,18 @@ func (s *sqlStore) Finish(ctx context.Context, id string, opts FinishOptions) (b
 
 	var moved bool
 	err = s.write(ctx, func(tx *sql.Tx) error {
+		// The attempt's start is recorded as MarkRunning would (old
+		// values on the right of SET): counted when it differs from the
+		// one recorded, left alone when none is given.
 		res, err := tx.ExecContext(ctx, `UPDATE jobs
 			SET state = $1, error_code = $2, error_message = $3, outputs = $4, finished_at = $5, sandbox_mode = $6, diagnostics = $7,
-				worker = $8, rootfs_digest = $9
+				worker = $8, rootfs_digest = $9,
+				attempts = attempts + CASE WHEN started_at IS DISTINCT FROM COALESCE($11, started_at) THEN 1 ELSE 0 END,
+				started_at = COALESCE($11, started_at)
 			WHERE id = $10 AND state IN `+live,
 			string(opts.State), storedText(opts.ErrorCode), storedText(opts.ErrorMessage), storedText(string(manifest)),
-			toNanos(opts.At), storedText(opts.SandboxMode), storedText(diag), storedText(opts.Worker), storedText(opts.RootfsDigest), id)
+			toNanos(opts.At), storedText(opts.SandboxMode), storedText(diag), storedText(opts.Worker), storedText(opts.RootfsDigest), id,
+			nullNanos(opts.StartedAt))
 		if err != nil {
 			return err
 		}

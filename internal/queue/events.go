@@ -19,7 +19,11 @@ type Event struct {
 	ErrorMessage string    `json:"error_message,omitempty"`
 	Outputs      []Output  `json:"outputs,omitempty"`
 	At           time.Time `json:"at"`
-	Worker       string    `json:"worker,omitempty"`
+	// StartedAt, on an end, is the At of the attempt's running event
+	// (zero when the job ended before one): the ledger counts the attempt
+	// from it when that event was not applied first.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	Worker    string    `json:"worker,omitempty"`
 	// RootfsDigest is the digest of the rootfs tree the worker verified at
 	// start and runs every sandbox on.
 	RootfsDigest string `json:"rootfs_digest,omitempty"`

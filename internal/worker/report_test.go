@@ -44,7 +44,7 @@ func TestRefusedOutputsAreNotStored(t *testing.T) {
 	res := &sandbox.Result{Response: &wire.Response{Files: []wire.File{
 		{Name: "evil.html", Data: []byte("<script>steal()</script>")},
 	}}}
-	p := queue.Payload{JobID: "job-refused", Renderer: "html-pdf", Retention: time.Hour}
+	p := attempt{Payload: queue.Payload{JobID: "job-refused", Renderer: "html-pdf", Retention: time.Hour}, started: time.Now().Add(-time.Second).Round(0)}
 	err := h.report(ctx, h.Logger, p, r, res, sandbox.ModeCold, nil, time.Now(), nil)
 	if !errors.Is(err, asynq.SkipRetry) {
 		t.Errorf("report = %v, want a failure that is not retried", err)
@@ -59,8 +59,8 @@ func TestRefusedOutputsAreNotStored(t *testing.T) {
 	var ev queue.Event
 	_ = json.Unmarshal([]byte(msgs[0].Values["event"].(string)), &ev)
 	if ev.JobID != p.JobID || ev.State != "failed" || ev.ErrorCode != "render_failed" || len(ev.Outputs) != 0 ||
-		!strings.Contains(ev.ErrorMessage, "evil.html") || ev.Worker != h.Name || ev.RootfsDigest != h.RootfsDigest {
-		t.Errorf("event = %+v, want failed render_failed naming evil.html, no outputs, by %s on rootfs %s", ev, h.Name, h.RootfsDigest)
+		!strings.Contains(ev.ErrorMessage, "evil.html") || ev.Worker != h.Name || ev.RootfsDigest != h.RootfsDigest || !ev.StartedAt.Equal(p.started) {
+		t.Errorf("event = %+v, want failed render_failed naming evil.html, no outputs, by %s on rootfs %s, started at %v", ev, h.Name, h.RootfsDigest, p.started)
 	}
 }
 
@@ -84,7 +84,7 @@ func TestOutputNameRenamesAcceptedOutputs(t *testing.T) {
 		if err := rdb.FlushDB(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		p := queue.Payload{JobID: "job-named", Renderer: "pdf-png", Retention: time.Hour, OutputName: tc.name}
+		p := attempt{Payload: queue.Payload{JobID: "job-named", Renderer: "pdf-png", Retention: time.Hour, OutputName: tc.name}}
 		err := h.report(ctx, h.Logger, p, r, res, sandbox.ModeCold, nil, time.Now(), nil)
 		if tc.state == "failed" != errors.Is(err, asynq.SkipRetry) {
 			t.Errorf("output_name %q: report = %v", tc.name, err)
@@ -132,7 +132,7 @@ func jobKeys(t *testing.T, rdb *redis.Client, job string) []string {
 func TestEndedJobIsNotRunAgain(t *testing.T) {
 	h, rdb, _ := reportHandler(t, "svg-png")
 	ctx := context.Background()
-	p := queue.Payload{JobID: "job-ended", Renderer: "svg-png", Retention: time.Hour}
+	p := attempt{Payload: queue.Payload{JobID: "job-ended", Renderer: "svg-png", Retention: time.Hour}}
 	if err := h.Queue.PublishEnd(ctx, queue.Event{JobID: p.JobID, State: "succeeded"}, p.Retention); err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestSafePDFMalformedFramesFailTheJob(t *testing.T) {
 		}
 		// The renderer, subverted, answers with these frames.
 		plan.Job.Request.Steps, plan.Job.Input = tc.steps, bytes.NewReader(input)
-		p := queue.Payload{JobID: fmt.Sprintf("job-frames-%d", i), Renderer: "safe-pdf", Retention: time.Hour}
+		p := attempt{Payload: queue.Payload{JobID: fmt.Sprintf("job-frames-%d", i), Renderer: "safe-pdf", Retention: time.Hour}}
 		var ret error
 		h.runStages(ctx, r, plan, input, func(res *sandbox.Result, mode string, runErr error, steps []queue.Step) {
 			ret = h.report(ctx, h.Logger, p, r, res, mode, runErr, time.Now(), steps)

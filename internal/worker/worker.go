@@ -109,10 +109,18 @@ func (h *Handler) givenBack(log *slog.Logger, job string) {
 	}
 }
 
+// attempt is one delivery of a job's task.
+type attempt struct {
+	queue.Payload
+	// started is the At of the attempt's running event; zero until it is
+	// reported. Its end carries it (queue.Event.StartedAt).
+	started time.Time
+}
+
 // ProcessTask implements asynq.Handler.
 func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	var p queue.Payload
-	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.JobID == "" {
+	var p attempt
+	if err := json.Unmarshal(t.Payload(), &p.Payload); err != nil || p.JobID == "" {
 		return fmt.Errorf("decoding task payload: %v: %w", err, asynq.SkipRetry)
 	}
 	log := h.Logger.With("job_id", p.JobID, "renderer", p.Renderer)
@@ -150,11 +158,13 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if canceled {
 		return h.end(ctx, log, p, "canceled", "canceled", "the job was canceled before it ran")
 	}
+	started := time.Now()
 	if err := h.withRedis(ctx, log, "reporting the job running", func(c context.Context) error {
-		return h.Queue.Publish(c, queue.Event{JobID: p.JobID, State: "running", At: time.Now(), Worker: h.Name, RootfsDigest: h.RootfsDigest})
+		return h.Queue.Publish(c, queue.Event{JobID: p.JobID, State: "running", At: started, Worker: h.Name, RootfsDigest: h.RootfsDigest})
 	}); err != nil {
 		return err
 	}
+	p.started = started
 	var input []byte
 	var noInput bool
 	if err := h.withRedis(ctx, log, "reading the input", func(c context.Context) (err error) {
@@ -196,7 +206,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 
 // report stores a run's outputs and reports its result, and says what
 // asynq should do with the task.
-func (h *Handler) report(ctx context.Context, log *slog.Logger, p queue.Payload, r *render.Renderer, res *sandbox.Result, mode string, runErr error, start time.Time, steps []queue.Step) error {
+func (h *Handler) report(ctx context.Context, log *slog.Logger, p attempt, r *render.Renderer, res *sandbox.Result, mode string, runErr error, start time.Time, steps []queue.Step) error {
 	outcome := sandbox.OutcomeOf(runErr)
 	diag := diagnosticsOf(res)
 	if steps != nil {
@@ -328,8 +338,8 @@ func (h *Handler) storeOutputs(ctx context.Context, job string, retention time.D
 // the error and the task is retried, so that a later attempt reports: a
 // terminal state that never reaches the ledger leaves the job "running"
 // forever.
-func (h *Handler) finish(ctx context.Context, log *slog.Logger, p queue.Payload, ev queue.Event) error {
-	ev.JobID, ev.At, ev.Worker, ev.RootfsDigest = p.JobID, time.Now(), h.Name, h.RootfsDigest
+func (h *Handler) finish(ctx context.Context, log *slog.Logger, p attempt, ev queue.Event) error {
+	ev.JobID, ev.At, ev.StartedAt, ev.Worker, ev.RootfsDigest = p.JobID, time.Now(), p.started, h.Name, h.RootfsDigest
 	if err := h.withRedis(ctx, log, "reporting the job's result", func(c context.Context) error {
 		return h.Queue.PublishEnd(c, ev, p.Retention)
 	}); err != nil {
@@ -343,17 +353,17 @@ func (h *Handler) finish(ctx context.Context, log *slog.Logger, p queue.Payload,
 // end finishes a job whose outcome no retry can change (bad input, a
 // cancel, a deterministic render failure) and tells asynq not to retry it —
 // unless the result could not be reported, when a retry is what reports it.
-func (h *Handler) end(ctx context.Context, log *slog.Logger, p queue.Payload, state, code, msg string) error {
+func (h *Handler) end(ctx context.Context, log *slog.Logger, p attempt, state, code, msg string) error {
 	return h.endIn(ctx, log, p, state, code, msg, "")
 }
 
 // endIn is end for a job that ran in a sandbox made in mode.
-func (h *Handler) endIn(ctx context.Context, log *slog.Logger, p queue.Payload, state, code, msg, mode string) error {
+func (h *Handler) endIn(ctx context.Context, log *slog.Logger, p attempt, state, code, msg, mode string) error {
 	return h.endWith(ctx, log, p, queue.Event{State: state, ErrorCode: code, ErrorMessage: msg, SandboxMode: mode})
 }
 
 // endWith is end with the whole terminal event.
-func (h *Handler) endWith(ctx context.Context, log *slog.Logger, p queue.Payload, ev queue.Event) error {
+func (h *Handler) endWith(ctx context.Context, log *slog.Logger, p attempt, ev queue.Event) error {
 	if err := h.finish(ctx, log, p, ev); err != nil {
 		return err
 	}
