@@ -24,6 +24,11 @@ type Config struct {
 	Runsc string
 	// Platform is runsc's --platform. Default systrap. Env RENDERBOX_PLATFORM.
 	Platform string
+	// SystrapFastPath lets systrap spin while the Sentry and the
+	// sandboxed threads wait for each other (runsc's adaptive fast path);
+	// off by default (sandbox.Config.SystrapFastPath). Env
+	// RENDERBOX_SYSTRAP_FAST_PATH.
+	SystrapFastPath bool
 	// StateDir holds runsc state and bundles; private to this worker.
 	// Default /run/renderbox/worker. Env RENDERBOX_STATE_DIR.
 	StateDir string
@@ -89,6 +94,7 @@ func (c Config) validate() error {
 func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.Runsc, "runsc", "", "runsc binary (default: $PATH, then /usr/local/bin/runsc)")
 	fs.StringVar(&c.Platform, "platform", "", "runsc platform (default systrap)")
+	fs.BoolVar(&c.SystrapFastPath, "systrap-fast-path", false, "let systrap spin while the Sentry and the sandboxed threads wait for each other (runsc's adaptive fast path); off: spinning sandboxes take CPU from each other on a small host")
 	fs.StringVar(&c.StateDir, "state-dir", "", "private state dir for runsc and bundles (default /run/renderbox/worker)")
 	fs.StringVar(&c.Rootfs, "rootfs", "", "built rootfs tree (default /var/lib/renderbox/rootfs/current)")
 	fs.StringVar(&c.CgroupParent, "cgroup-parent", "", "cgroup holding this worker's sandboxes (default renderbox; \"delegated\": inside the worker's own cgroup, which its unit delegates)")
@@ -109,12 +115,13 @@ func (c Config) manager(log *slog.Logger) (*sandbox.Manager, error) {
 		return nil, err
 	}
 	return sandbox.NewManager(sandbox.Config{
-		Runsc:        c.Runsc,
-		Platform:     c.Platform,
-		StateDir:     c.StateDir,
-		Rootfs:       rootfs.Dir(c.Rootfs),
-		CgroupParent: parent,
-		Logger:       log,
+		Runsc:           c.Runsc,
+		Platform:        c.Platform,
+		SystrapFastPath: c.SystrapFastPath,
+		StateDir:        c.StateDir,
+		Rootfs:          rootfs.Dir(c.Rootfs),
+		CgroupParent:    parent,
+		Logger:          log,
 	})
 }
 

@@ -23,6 +23,13 @@ type Runsc struct {
 	// Platform is the --platform value: "systrap" unless a probe has shown
 	// another one works.
 	Platform string
+	// SystrapFastPath lets systrap's adaptive fast path run: stub threads
+	// and the Sentry spin, rather than sleep, while they wait for each
+	// other. Off (--systrap-disable-fast-path) unless asked: each sandbox
+	// decides to spin from its own latencies, blind to the others on the
+	// host, and on 2 cores with several sandboxes at once the spinning is
+	// CPU taken from the renderers (Config.SystrapFastPath).
+	SystrapFastPath bool
 	// LogDir, if set, receives runsc's own debug logs (--debug-log).
 	LogDir string
 }
@@ -40,6 +47,9 @@ func (r *Runsc) globalArgs() []string {
 		"--network=none",
 		"--platform=" + r.Platform,
 		"--directfs=false",
+	}
+	if r.Platform == "systrap" && !r.SystrapFastPath {
+		args = append(args, "--systrap-disable-fast-path")
 	}
 	if r.LogDir != "" {
 		args = append(args, "--debug", "--debug-log="+r.LogDir+"/")

@@ -20,9 +20,20 @@ func TestGlobalArgs(t *testing.T) {
 	t.Parallel()
 	r := &Runsc{Path: "/usr/local/bin/runsc", Root: "/run/x/runsc", Platform: "systrap"}
 	got := r.globalArgs()
-	want := []string{"--root=/run/x/runsc", "--network=none", "--platform=systrap", "--directfs=false"}
+	want := []string{"--root=/run/x/runsc", "--network=none", "--platform=systrap", "--directfs=false", "--systrap-disable-fast-path"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("globalArgs = %v, want %v", got, want)
+	}
+	// The fast path when asked for; the flag only ever on systrap.
+	for _, tc := range []struct {
+		platform string
+		fast     bool
+		want     bool
+	}{{"systrap", true, false}, {"ptrace", false, false}, {"kvm", false, false}} {
+		r := &Runsc{Path: "/usr/local/bin/runsc", Root: "/run/x/runsc", Platform: tc.platform, SystrapFastPath: tc.fast}
+		if got := slices.Contains(r.globalArgs(), "--systrap-disable-fast-path"); got != tc.want {
+			t.Errorf("platform %s, fast path %v: --systrap-disable-fast-path given %v, want %v", tc.platform, tc.fast, got, tc.want)
+		}
 	}
 	for _, a := range got {
 		for _, bad := range []string{"--rootless", "--ignore-cgroups", "--TESTONLY", "host"} {
