@@ -49,7 +49,12 @@ type servedLine struct {
 	// in warm mode with the pool metric also the pool's refill after it
 	// (the refills are what those jobs cost).
 	CPUWindow string `json:"cpu_window"`
-	Input     string `json:"input"`
+	// StealPerJob is the host's steal time over the same window per job:
+	// time the hypervisor gave this VM's cores to others while they had
+	// work. Where it is well above zero the host was slowed from outside
+	// and latency and throughput read worse than the code is.
+	StealPerJob float64 `json:"steal_s_per_job"`
+	Input       string  `json:"input"`
 	// PoolIdle is renderbox_pool_idle per family when the serial phase
 	// began, when the worker's metrics are known: none or zeros for cold.
 	PoolIdle map[string]float64 `json:"pool_idle,omitempty"`
@@ -139,7 +144,7 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 		}
 
 		pool(0)
-		cpu0, err := hostCPU()
+		cpu0, steal0, err := hostCPU()
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +162,7 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 		if o.mode == "warm" && pool(0) != nil {
 			window = "throughput+refill"
 		}
-		cpu1, err := hostCPU()
+		cpu1, steal1, err := hostCPU()
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +174,8 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 			Concurrency: o.concurrency,
 			CPUPerJob:   round2((cpu1 - cpu0) / float64(o.jobs)),
 			Serial:      o.serial, Jobs: o.jobs, CPUWindow: window, Input: desc,
-			PoolIdle: idle, Modes: modes, Failed: failed, Time: stamp,
+			StealPerJob: round2((steal1 - steal0) / float64(o.jobs)),
+			PoolIdle:    idle, Modes: modes, Failed: failed, Time: stamp,
 		}
 		if len(serial) > 0 {
 			l.P50, l.P99 = ms(pct(serial, 50)), ms(pct(serial, 99))
@@ -183,33 +189,35 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 }
 
 // hostCPU is the CPU time the whole host has spent so far, in seconds:
-// user+nice+system+irq+softirq from /proc/stat's "cpu" line. It is
-// host-wide — the API, the worker, its sandboxes, Redis, this benchmark
-// and anything else on the machine — so run the benchmark on a quiet host.
-// /proc/stat counts in USER_HZ, which Linux fixes at 100 for userspace.
-func hostCPU() (float64, error) {
+// user+nice+system+irq+softirq from /proc/stat's "cpu" line, and apart
+// the steal time (time the hypervisor ran something else while this VM's
+// cores had work). It is host-wide — the API, the worker, its sandboxes,
+// Redis, this benchmark and anything else on the machine — so run the
+// benchmark on a quiet host. /proc/stat counts in USER_HZ, which Linux
+// fixes at 100 for userspace.
+func hostCPU() (busy, steal float64, err error) {
 	f, err := os.Open("/proc/stat")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer f.Close()
 	line, err := bufio.NewReader(f).ReadString('\n')
 	if err != nil {
-		return 0, fmt.Errorf("reading /proc/stat: %w", err)
+		return 0, 0, fmt.Errorf("reading /proc/stat: %w", err)
 	}
 	fields := strings.Fields(line)
-	if len(fields) < 8 || fields[0] != "cpu" {
-		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
 	}
-	var jiffies float64
-	for _, i := range []int{1, 2, 3, 6, 7} { // user nice system (idle iowait) irq softirq
-		v, err := strconv.ParseFloat(fields[i], 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/stat: field %d of %q: %w", i, line, err)
+	// user nice system (idle iowait) irq softirq, then steal.
+	var jiffies [9]float64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		if jiffies[i], err = strconv.ParseFloat(fields[i], 64); err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: field %d of %q: %w", i, line, err)
 		}
-		jiffies += v
 	}
-	return jiffies / 100, nil
+	busy = jiffies[1] + jiffies[2] + jiffies[3] + jiffies[6] + jiffies[7]
+	return busy / 100, jiffies[8] / 100, nil
 }
 
 // sample is one series of the Prometheus text format.

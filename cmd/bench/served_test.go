@@ -43,12 +43,15 @@ func TestByLabel(t *testing.T) {
 
 // Host CPU is read, positive, and never goes back.
 func TestHostCPU(t *testing.T) {
-	a, err := hostCPU()
+	a, sa, err := hostCPU()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := hostCPU()
+	b, sb, _ := hostCPU()
 	if a <= 0 || b < a {
 		t.Errorf("got %v then %v, want positive and not decreasing", a, b)
+	}
+	if sa < 0 || sb < sa {
+		t.Errorf("steal: got %v then %v, want not negative and not decreasing", sa, sb)
 	}
 }
