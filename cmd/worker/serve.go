@@ -43,6 +43,13 @@ type serveConfig struct {
 	// HeartbeatInterval is how often the worker tells Redis it is alive
 	// (the API's /readyz and GET /v1/workers read it). Default 5s.
 	HeartbeatInterval time.Duration
+	// PollInterval is how often an idle worker asks Redis for a job (asynq
+	// polls; it sleeps between a half and one and a half of this). A job
+	// waits for the next poll: measured here (12 serial html-pdf jobs each),
+	// the queue wait's median was 53 ms at 100ms and 14 ms at 25ms, the
+	// client's 405 and 318 ms; idle, the worker then spends ≈ 0.024 cores
+	// and Redis ≈ 0.009 (0.008 and 0.005 at 100ms). Default 25ms.
+	PollInterval time.Duration
 	// Pool configures the pre-booted sandboxes (pool.go).
 	Pool poolConfig
 }
@@ -55,6 +62,7 @@ func (s *serveConfig) bind(fs *flag.FlagSet) {
 	fs.StringVar(&s.MetricsAddr, "metrics-addr", "127.0.0.1:9091", `serve /metrics here ("" to disable; RENDERBOX_WORKER_METRICS is a deprecated name of its variable)`)
 	fs.StringVar(&s.Name, "name", "", "worker name (default: hostname)")
 	fs.DurationVar(&s.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often to tell Redis this worker is alive (the API's -worker-heartbeat-timeout must be a few of these)")
+	fs.DurationVar(&s.PollInterval, "poll-interval", 25*time.Millisecond, "how often an idle worker asks Redis for a job: a new job waits about this long to start; each idle worker runs about 1/this dequeues a second on Redis")
 	s.Pool.bind(fs)
 }
 
@@ -74,6 +82,9 @@ func cmdServe(ctx context.Context, args []string) error {
 	}
 	if s.HeartbeatInterval < 100*time.Millisecond || s.HeartbeatInterval > time.Minute {
 		return fmt.Errorf("serve: -heartbeat-interval %s is outside 100ms to 1m (default 5s)", s.HeartbeatInterval)
+	}
+	if s.PollInterval < 5*time.Millisecond || s.PollInterval > 5*time.Second {
+		return fmt.Errorf("serve: -poll-interval %s is outside 5ms to 5s (default 25ms)", s.PollInterval)
 	}
 	host, _ := os.Hostname()
 	if s.Name == "" {
@@ -162,8 +173,8 @@ func cmdServe(ctx context.Context, args []string) error {
 		Concurrency:     s.Concurrency,
 		Queues:          map[string]int{queue.QueueName: 1},
 		ShutdownTimeout: s.ShutdownTimeout,
-		// Pick up new jobs within 100ms rather than asynq's default second.
-		TaskCheckInterval: 100 * time.Millisecond,
+		// Pick up new jobs within a poll rather than asynq's default second.
+		TaskCheckInterval: s.PollInterval,
 		RetryDelayFunc: func(n int, _ error, _ *asynq.Task) time.Duration {
 			return time.Duration(math.Min(30, math.Pow(2, float64(n)))) * time.Second
 		},
