@@ -24,9 +24,7 @@ type Config struct {
 	Runsc string
 	// Platform is runsc's --platform. Default systrap. Env RENDERBOX_PLATFORM.
 	Platform string
-	// SystrapFastPath lets systrap spin while the Sentry and the
-	// sandboxed threads wait for each other (runsc's adaptive fast path);
-	// off by default (sandbox.Config.SystrapFastPath). Env
+	// SystrapFastPath is sandbox.Config's. Default off. Env
 	// RENDERBOX_SYSTRAP_FAST_PATH.
 	SystrapFastPath bool
 	// StateDir holds runsc state and bundles; private to this worker.

@@ -44,11 +44,9 @@ type serveConfig struct {
 	// (the API's /readyz and GET /v1/workers read it). Default 5s.
 	HeartbeatInterval time.Duration
 	// PollInterval is how often an idle worker asks Redis for a job (asynq
-	// polls; it sleeps between a half and one and a half of this). A job
-	// waits for the next poll: measured here (12 serial html-pdf jobs each),
-	// the queue wait's median was 53 ms at 100ms and 14 ms at 25ms, the
-	// client's 405 and 318 ms; idle, the worker then spends ≈ 0.024 cores
-	// and Redis ≈ 0.009 (0.008 and 0.005 at 100ms). Default 25ms.
+	// polls; it sleeps between a half and one and a half of this), so a
+	// new job waits about this long to start; the README's settings table
+	// has what it costs idle. Default 25ms.
 	PollInterval time.Duration
 	// Pool configures the pre-booted sandboxes (pool.go).
 	Pool poolConfig

@@ -72,16 +72,16 @@ type FinishOptions struct {
 	ErrorCode    string // required for failed; defaults to "canceled" for canceled; empty for succeeded
 	ErrorMessage string
 	Outputs      []Output
-	At           time.Time // finish time; the current time when zero
-	// StartedAt is the start of the attempt that ended, as its running
-	// event said; zero when none started (canceled while queued). An
-	// attempt whose running event was not applied — the replica holding it
-	// died, and the end was applied first — is counted here, once.
-	StartedAt    time.Time
+	At           time.Time       // finish time; the current time when zero
 	SandboxMode  string          // cold, prebooted, restored; "" when no sandbox ran
 	Diagnostics  json.RawMessage // a JSON object, or nil
 	Worker       string          // the worker's name; "" when none ran the job
 	RootfsDigest string          // the digest of the rootfs tree the worker ran
+	// StartedAt is the start of the attempt that ended, as its running
+	// event said; zero when none started (canceled while queued). An
+	// attempt whose running event was not applied — the replica holding it
+	// died, and the end was applied first — is counted here, once.
+	StartedAt time.Time
 }
 
 func (o FinishOptions) check() error {

@@ -27,11 +27,9 @@ type Config struct {
 	// Platform is runsc's --platform. Default "systrap" (kvm hangs under
 	// nested virtualisation).
 	Platform string
-	// SystrapFastPath lets systrap's stub threads and Sentry spin while
-	// waiting for each other (runsc's adaptive fast path). Off by default:
-	// measured through the API on a 2-core host, html-pdf at concurrency 4
-	// with the pool on went from 1.30–1.48 to 1.55–1.89 jobs/s and from
-	// 1.30–1.38 to 1.03–1.25 CPU-s per job with it off.
+	// SystrapFastPath keeps runsc's adaptive systrap fast path; off by
+	// default (Runsc.SystrapFastPath says why, README "Warm sandboxes" the
+	// figures).
 	SystrapFastPath bool
 	// StateDir holds runsc's --root and the per-job bundles. It must be
 	// private to this manager: Reap deletes everything in it. Default
