@@ -7,6 +7,8 @@
 # Layout (RENDERBOX_ROOTFS_DIR, default /var/lib/renderbox/rootfs):
 #   <key>/rootfs/         the tree the sandbox mounts read-only (base + agent + files/)
 #   <key>/manifest.json   package versions, agent digest, tree digest
+#   <key>/rootfs.erofs    the tree as an EROFS image, what sandboxes mount
+#                         (+ rootfs.erofs.json: its digest and its tree's)
 #   current -> <key>      what the worker uses by default
 # The slow part (mmdebstrap) is cached as a tarball keyed by a digest of its
 # inputs (packages.txt, sources.list, the mmdebstrap arguments) and of the
@@ -21,6 +23,7 @@ cache=${RENDERBOX_CACHE_DIR:-/var/cache/renderbox}
 die() { echo "rootfs/build.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap needs it to build the tree)"
 command -v mmdebstrap >/dev/null || die "mmdebstrap is missing (try: apt-get install -y mmdebstrap)"
+command -v mkfs.erofs >/dev/null || die "mkfs.erofs is missing (try: apt-get install -y erofs-utils)"
 
 packages=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/packages.txt" | tr -s ' \n' ',' | sed 's/,$//')
 # How the base is made; part of its cache key with the package list and
@@ -111,6 +114,11 @@ else
   rm -f "$work/packages.tsv"
   rm -rf "$dest"
   mv "$work" "$dest"
+fi
+# The tree's EROFS image, which the sandboxes mount as their root (worker
+# rootfs image; made again only when missing).
+if [ ! -s "$dest/rootfs.erofs.json" ]; then
+  "$tmpbin/worker" rootfs image "$dest"
 fi
 ln -sfn "$key" "$out/current.tmp" && mv -T "$out/current.tmp" "$out/current"
 # Keep the three newest builds; older ones only take disk.

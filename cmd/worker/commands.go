@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -173,6 +174,19 @@ func preflightAs(ctx context.Context, c Config, log *slog.Logger, rep checkRepor
 		return nil, facts, err
 	}
 	facts.rootfs = man.TreeSHA256
+	if img := c.rootfsImage(); img != "" {
+		t = time.Now()
+		_, rec, err := rootfs.VerifyImage(c.Rootfs, man)
+		detail := ""
+		if rec != nil {
+			detail = fmt.Sprintf("%s %s… (%d MiB, %.1fs): the Sentry mounts it as the root, no gofer", img, rec.SHA256[:12], rec.Bytes>>20, time.Since(t).Seconds())
+		}
+		if err := step("rootfs image", err, detail); err != nil {
+			return nil, facts, err
+		}
+	} else if !c.NoRootfsImage {
+		rep("WARN", "rootfs image", "none beside "+c.Rootfs+": sandboxes mount the tree through the gofer, light jobs run slower (make it with: worker rootfs image "+c.Rootfs+")", 16)
+	}
 	if err := rootfsAge(rep, man, c.RootfsMaxAge, time.Now()); err != nil {
 		return nil, facts, err
 	}
@@ -377,7 +391,7 @@ func cmdRender(ctx context.Context, args []string) error {
 
 func cmdRootfs(ctx context.Context, args []string) error {
 	if len(args) < 1 {
-		return errors.New("rootfs: usage: worker rootfs seal|verify|export|import [flags] ARG")
+		return errors.New("rootfs: usage: worker rootfs seal|image|verify|export|import [flags] ARG")
 	}
 	fs := flag.NewFlagSet("worker rootfs "+args[0], flag.ContinueOnError)
 	pkgs := fs.String("packages", "", "seal: dpkg-query output (name<TAB>version per line)")
@@ -428,6 +442,13 @@ func cmdRootfs(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Printf("sealed %s: %d files, %d MiB, tree %s\n", tree, m.Files, m.Bytes>>20, m.TreeSHA256)
+	case "image":
+		t := time.Now()
+		rec, err := rootfs.MakeImage(tree)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("made %s: %d MiB in %.1fs, sha256 %s, from tree %s\n", filepath.Join(tree, rootfs.ImageName), rec.Bytes>>20, time.Since(t).Seconds(), rec.SHA256, rec.TreeSHA256)
 	case "verify":
 		m, err := rootfs.Verify(tree)
 		if err != nil {
@@ -439,7 +460,7 @@ func cmdRootfs(ctx context.Context, args []string) error {
 	case "import":
 		return rootfsImport(tree, *sum, *dir)
 	default:
-		return fmt.Errorf("rootfs: unknown subcommand %q (seal, verify, export or import)", args[0])
+		return fmt.Errorf("rootfs: unknown subcommand %q (seal, image, verify, export or import)", args[0])
 	}
 	return nil
 }
@@ -476,5 +497,20 @@ func rootfsImport(archive, sum, dir string) error {
 	}
 	fmt.Printf("imported %s: %s in %.1fs\ntree    %s\ncurrent %s (was %q); restart the worker to run it\n",
 		archive, how, time.Since(t).Seconds(), im.Manifest.TreeSHA256, im.Tree, im.Previous)
+	// The image is made here, from the tree just verified: archives carry
+	// the tree only.
+	if img, _, err := rootfs.VerifyImage(im.Tree, im.Manifest); err == nil && img != "" {
+		return nil
+	}
+	if _, err := exec.LookPath("mkfs.erofs"); err != nil {
+		fmt.Printf("no rootfs image: mkfs.erofs is missing (apt-get install erofs-utils, then: worker rootfs image %s); sandboxes mount the tree through the gofer\n", im.Tree)
+		return nil
+	}
+	t = time.Now()
+	rec, err := rootfs.MakeImage(im.Tree)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("image   %s (%d MiB, %.1fs)\n", filepath.Join(im.Tree, rootfs.ImageName), rec.Bytes>>20, time.Since(t).Seconds())
 	return nil
 }

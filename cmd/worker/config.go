@@ -33,6 +33,10 @@ type Config struct {
 	// Rootfs is the built rootfs tree (rootfs/ + manifest.json). Default
 	// /var/lib/renderbox/rootfs/current. Env RENDERBOX_ROOTFS.
 	Rootfs string
+	// NoRootfsImage mounts the tree through the gofer even where it has
+	// an image (rootfs.ImageName). Default false. Env
+	// RENDERBOX_NO_ROOTFS_IMAGE.
+	NoRootfsImage bool
 	// CgroupParent is the cgroup holding this worker's sandboxes; private
 	// to it. Default renderbox; "delegated" is <the worker's own
 	// cgroup>/sandboxes, for a systemd unit with Delegate=yes. Env
@@ -95,6 +99,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&c.SystrapFastPath, "systrap-fast-path", false, "let systrap spin while the Sentry and the sandboxed threads wait for each other (runsc's adaptive fast path); off: spinning sandboxes take CPU from each other on a small host")
 	fs.StringVar(&c.StateDir, "state-dir", "", "private state dir for runsc and bundles (default /run/renderbox/worker)")
 	fs.StringVar(&c.Rootfs, "rootfs", "", "built rootfs tree (default /var/lib/renderbox/rootfs/current)")
+	fs.BoolVar(&c.NoRootfsImage, "no-rootfs-image", false, "mount the rootfs tree through the gofer even where it has an EROFS image (worker rootfs image)")
 	fs.StringVar(&c.CgroupParent, "cgroup-parent", "", "cgroup holding this worker's sandboxes (default renderbox; \"delegated\": inside the worker's own cgroup, which its unit delegates)")
 	fs.StringVar(&c.LogLevel, "log-level", "", "debug, info, warn or error (default info)")
 	fs.DurationVar(&c.RootfsMaxAge, "rootfs-max-age", 0, "refuse a rootfs whose packages are older than this (0: only warn past 7 days)")
@@ -118,9 +123,20 @@ func (c Config) manager(log *slog.Logger) (*sandbox.Manager, error) {
 		SystrapFastPath: c.SystrapFastPath,
 		StateDir:        c.StateDir,
 		Rootfs:          rootfs.Dir(c.Rootfs),
+		RootfsImage:     c.rootfsImage(),
 		CgroupParent:    parent,
 		Logger:          log,
 	})
+}
+
+// rootfsImage is the tree's EROFS image, "" without one or with
+// -no-rootfs-image; preflight verifies it before any sandbox runs.
+func (c Config) rootfsImage() string {
+	p := filepath.Join(c.Rootfs, rootfs.ImageName)
+	if _, err := os.Stat(p); err != nil || c.NoRootfsImage {
+		return ""
+	}
+	return p
 }
 
 // cgroupParent is the cgroup parent of the worker's sandboxes, the

@@ -7,6 +7,7 @@
 //	                             render a local file through a real sandbox
 //	worker reap                  delete sandboxes a crashed worker left
 //	worker rootfs seal|verify    write or check a rootfs manifest
+//	worker rootfs image          make a tree's EROFS image
 //	worker rootfs export|import  pack a built rootfs into one archive, or
 //	                             install one on a host that builds none
 //
@@ -38,7 +39,7 @@ commands:
   selftest   run the isolation probe in a real sandbox and print PASS/FAIL per property
   render     render a local file: worker render -renderer pdf-png in.pdf -o outdir/
   reap       delete sandboxes, bundles and cgroups a crashed worker left behind
-  rootfs     seal or verify a rootfs tree: worker rootfs seal|verify DIR
+  rootfs     seal, image or verify a rootfs tree: worker rootfs seal|image|verify DIR
              pack it for other hosts: worker rootfs export -o OUTDIR [TREE]
              install a packed one: worker rootfs import [-sha256 HEX] [-dir DIR] ARCHIVE
 

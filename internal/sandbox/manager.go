@@ -38,6 +38,12 @@ type Config struct {
 	// Rootfs is the renderer root filesystem (the rootfs/ directory of a
 	// built tree). Required.
 	Rootfs string
+	// RootfsImage, if set, is an EROFS image of Rootfs (rootfs.MakeImage)
+	// that the Sentry mounts as the root: it reads the files from the
+	// image, handed to it read-only, instead of asking the gofer for each.
+	// Light jobs run 15–35% faster (README, "The rootfs image"). The
+	// caller verifies it (rootfs.VerifyImage) before any sandbox runs.
+	RootfsImage string
 	// CgroupParent is the cgroup under which each sandbox gets its own, as
 	// <CgroupParent>/<sandbox id>. Private to this manager, like StateDir.
 	// Default "renderbox".
@@ -163,6 +169,7 @@ func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, cre
 	}
 	err := writeBundle(s.bundle, SpecOptions{
 		RootfsPath:  m.cfg.Rootfs,
+		RootfsImage: m.cfg.RootfsImage,
 		Args:        args,
 		UID:         AgentUID,
 		GID:         AgentGID,

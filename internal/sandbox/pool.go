@@ -517,12 +517,16 @@ func (p *Pool) bootOne(ctx context.Context, fc PoolFamily) (sb *Sandbox, err err
 	return sb, nil
 }
 
-// imageKey names what a checkpoint image depends on: the rootfs, the runsc
+// imageKey names what a checkpoint image depends on: the rootfs (and its
+// EROFS image, if the sandboxes mount one), the runsc
 // binary, the family's boot and its spec limits. A change to any of them
 // makes the image stale.
 func (p *Pool) imageKey(fc PoolFamily) string {
 	h := sha256.New()
-	for _, path := range []string{p.m.runsc.Path, filepath.Join(filepath.Dir(p.m.cfg.Rootfs), "manifest.json")} {
+	for _, path := range []string{p.m.runsc.Path, filepath.Join(filepath.Dir(p.m.cfg.Rootfs), "manifest.json"), p.m.cfg.RootfsImage} {
+		if path == "" {
+			continue
+		}
 		if st, err := os.Stat(path); err == nil {
 			fmt.Fprintf(h, "%s %d %d\n", path, st.Size(), st.ModTime().UnixNano())
 		}
@@ -531,7 +535,8 @@ func (p *Pool) imageKey(fc PoolFamily) string {
 		Warm   wire.Warm
 		Limits Limits
 		Rootfs string
-	}{fc.Warm, fc.Limits, p.m.cfg.Rootfs})
+		Image  string
+	}{fc.Warm, fc.Limits, p.m.cfg.Rootfs, p.m.cfg.RootfsImage})
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 

@@ -87,6 +87,7 @@ func tasksFor(pids int64) uint64 {
 // SpecOptions is everything BuildSpec needs.
 type SpecOptions struct {
 	RootfsPath  string   // the shared renderer rootfs, mounted read-only
+	RootfsImage string   // an EROFS image of RootfsPath, mounted as the root in its place
 	Args        []string // the agent's argv
 	UID, GID    uint32   // the agent's: non-root and not the renderer's (AgentUID)
 	CgroupsPath string   // where runsc puts this sandbox's cgroups
@@ -136,10 +137,17 @@ func BuildSpec(o SpecOptions) (*specs.Spec, error) {
 	quota := int64(l.CPUs * float64(period))
 	mem := l.MemoryBytes
 	oom := sandboxOOMScoreAdj
+	var ann map[string]string
+	if o.RootfsImage != "" {
+		// gVisor's own mount of a root filesystem image: read-only,
+		// inside the Sentry, from a descriptor runsc opens and donates.
+		ann = map[string]string{"dev.gvisor.spec.rootfs.source": o.RootfsImage, "dev.gvisor.spec.rootfs.type": "erofs"}
+	}
 	return &specs.Spec{
-		Version:  specs.Version,
-		Hostname: "renderbox",
-		Root:     &specs.Root{Path: o.RootfsPath, Readonly: true},
+		Annotations: ann,
+		Version:     specs.Version,
+		Hostname:    "renderbox",
+		Root:        &specs.Root{Path: o.RootfsPath, Readonly: true},
 		Process: &specs.Process{
 			Terminal: false,
 			User:     specs.User{UID: o.UID, GID: o.GID},

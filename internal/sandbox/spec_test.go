@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -156,6 +157,23 @@ func TestBuildSpecIsHardened(t *testing.T) {
 	}
 	if s.Linux.CgroupsPath != "/renderbox/rbx-1" {
 		t.Errorf("cgroupsPath = %q", s.Linux.CgroupsPath)
+	}
+}
+
+// With an image, the only annotations are gVisor's root image ones; the
+// root stays read-only.
+func TestBuildSpecMountsTheImage(t *testing.T) {
+	t.Parallel()
+	s, err := BuildSpec(SpecOptions{
+		RootfsPath: "/var/lib/renderbox/rootfs/x/rootfs", RootfsImage: "/var/lib/renderbox/rootfs/x/rootfs.erofs",
+		Args: []string{AgentPath}, UID: AgentUID, GID: AgentGID, CgroupsPath: "/renderbox/rbx-1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"dev.gvisor.spec.rootfs.source": "/var/lib/renderbox/rootfs/x/rootfs.erofs", "dev.gvisor.spec.rootfs.type": "erofs"}
+	if !maps.Equal(s.Annotations, want) || !s.Root.Readonly {
+		t.Errorf("annotations %v, root read-only %v; want %v and read-only", s.Annotations, s.Root.Readonly, want)
 	}
 }
 

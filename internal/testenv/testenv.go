@@ -59,6 +59,38 @@ func Runsc(t testing.TB) string {
 	return p
 }
 
+// GoferRoot, as sandbox.Config.RootfsImage, asks Manager for sandboxes
+// that mount the tree through the gofer instead of its image.
+const GoferRoot = "gofer"
+
+var (
+	imageOnce sync.Once
+	imagePath string
+	imageErr  error
+)
+
+// RootfsImage returns the built tree's EROFS image, verified once per test
+// process, as the worker runs it.
+func RootfsImage(t testing.TB) string {
+	t.Helper()
+	tree := RootfsTree(t)
+	imageOnce.Do(func() {
+		m, err := rootfs.ReadManifest(tree)
+		if err != nil {
+			imageErr = err
+			return
+		}
+		imagePath, _, imageErr = rootfs.VerifyImage(tree, m)
+		if imageErr == nil && imagePath == "" {
+			imageErr = fmt.Errorf("the rootfs tree %s has no image (make it with: make rootfs, or bin/worker rootfs image %s; needs erofs-utils)", tree, tree)
+		}
+	})
+	if imageErr != nil {
+		t.Fatal(imageErr)
+	}
+	return imagePath
+}
+
 // Manager returns a sandbox manager with a private state dir and cgroup
 // parent. When the test ends it fails the test if any container, bundle or
 // cgroup is left over, then removes the parent cgroup.
@@ -73,6 +105,12 @@ func Manager(t testing.TB, cfg sandbox.Config) *sandbox.Manager {
 	cfg.Runsc = Runsc(t)
 	if cfg.Rootfs == "" {
 		cfg.Rootfs = rootfs.Dir(RootfsTree(t))
+		switch cfg.RootfsImage {
+		case "":
+			cfg.RootfsImage = RootfsImage(t)
+		case GoferRoot:
+			cfg.RootfsImage = ""
+		}
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])

@@ -1,0 +1,63 @@
+package render_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/renderbox/renderbox/internal/samples"
+	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/internal/wire"
+)
+
+// Seen from inside: with the tree's image the root is an EROFS mount, read
+// from the image inside the Sentry; without it, the tree through the
+// gofer. Either way the root is read-only and holds the tree's files.
+func TestRootIsTheImage(t *testing.T) {
+	const probe = `sed -n 1,40p /proc/self/mountinfo > /tmp/out/mountinfo.txt
+if touch /usr/renderbox-write 2>/dev/null; then echo written; else echo refused; fi > /tmp/out/write.txt
+cat /usr/share/renderbox/markdown-style.html > /tmp/out/file.txt`
+	want, err := os.ReadFile(filepath.Join(testenv.RootfsDir(t), "usr/share/renderbox/markdown-style.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, image := range []string{"", testenv.GoferRoot} {
+		name := map[string]string{"": "image", testenv.GoferRoot: "gofer"}[image]
+		t.Run(name, func(t *testing.T) {
+			m := testenv.Manager(t, sandbox.Config{RootfsImage: image})
+			_, plan := mustPlan(t, "pdf-png", samples.PDF("root", 1), nil)
+			plan.Job.Request.Steps = []wire.Step{{Argv: []string{"/bin/sh", "-c", probe}}}
+			res, err := m.Run(context.Background(), plan.Job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files := map[string]string{}
+			for _, f := range res.Response.Files {
+				files[f.Name] = string(f.Data)
+			}
+			var root string
+			for _, l := range strings.Split(files["mountinfo.txt"], "\n") {
+				if f := strings.Fields(l); len(f) > 4 && f[4] == "/" {
+					root = l
+				}
+			}
+			t.Logf("root: %s", root)
+			_, fstype, _ := strings.Cut(root, " - ")
+			if isErofs := strings.HasPrefix(fstype, "erofs "); isErofs != (name == "image") {
+				t.Errorf("the root is %q; want erofs only with the image", root)
+			}
+			if !strings.Contains(root, " ro") {
+				t.Errorf("the root is not read-only: %q", root)
+			}
+			if w := strings.TrimSpace(files["write.txt"]); w != "refused" {
+				t.Errorf("writing under /usr: %q, want refused", w)
+			}
+			if files["file.txt"] != string(want) {
+				t.Errorf("a file of the tree reads %d bytes, want the tree's %d", len(files["file.txt"]), len(want))
+			}
+		})
+	}
+}
