@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -444,7 +443,11 @@ func cmdRootfs(ctx context.Context, args []string) error {
 		fmt.Printf("sealed %s: %d files, %d MiB, tree %s\n", tree, m.Files, m.Bytes>>20, m.TreeSHA256)
 	case "image":
 		t := time.Now()
-		rec, err := rootfs.MakeImage(tree)
+		m, err := rootfs.Verify(tree)
+		if err != nil {
+			return err
+		}
+		rec, err := rootfs.MakeImage(tree, m)
 		if err != nil {
 			return err
 		}
@@ -502,12 +505,12 @@ func rootfsImport(archive, sum, dir string) error {
 	if img, _, err := rootfs.VerifyImage(im.Tree, im.Manifest); err == nil && img != "" {
 		return nil
 	}
-	if _, err := exec.LookPath("mkfs.erofs"); err != nil {
-		fmt.Printf("no rootfs image: mkfs.erofs is missing (apt-get install erofs-utils, then: worker rootfs image %s); sandboxes mount the tree through the gofer\n", im.Tree)
+	t = time.Now()
+	rec, err := rootfs.MakeImage(im.Tree, im.Manifest)
+	if errors.Is(err, rootfs.ErrNoMkfs) {
+		fmt.Printf("no rootfs image: %v, then: worker rootfs image %s; until then sandboxes mount the tree through the gofer\n", err, im.Tree)
 		return nil
 	}
-	t = time.Now()
-	rec, err := rootfs.MakeImage(im.Tree)
 	if err != nil {
 		return err
 	}

@@ -323,6 +323,13 @@ func TestRootfsExportImportCommands(t *testing.T) {
 	if o, err := worker(t, "rootfs", "verify", filepath.Join(dir, rootfs.CurrentName)); err != nil {
 		t.Errorf("verify the imported current: %v\n%s", err, o)
 	}
+	// Import made the imported tree's image, and it verifies.
+	current := filepath.Join(dir, rootfs.CurrentName)
+	if m, err := rootfs.ReadManifest(current); err != nil {
+		t.Error(err)
+	} else if img, _, err := rootfs.VerifyImage(current, m); err != nil || img == "" {
+		t.Errorf("the imported tree's image: %q, %v; want one that verifies", img, err)
+	}
 	before, _ := os.Readlink(filepath.Join(dir, rootfs.CurrentName))
 
 	wrong := filepath.Join(t.TempDir(), filepath.Base(archives[0]))
@@ -335,6 +342,17 @@ func TestRootfsExportImportCommands(t *testing.T) {
 	}
 	if after, _ := os.Readlink(filepath.Join(dir, rootfs.CurrentName)); after != before {
 		t.Errorf("current -> %s after a refused import, want %s", after, before)
+	}
+
+	// A tampered tree makes no image.
+	if err := os.WriteFile(p, []byte("another agent"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := worker(t, "rootfs", "image", tree); err == nil || !strings.Contains(o, "does not match its manifest") {
+		t.Errorf("image of a tampered tree: %v\n%s", err, o)
+	}
+	if _, err := os.Stat(filepath.Join(tree, rootfs.ImageName)); err == nil {
+		t.Errorf("a tampered tree got an image")
 	}
 }
 

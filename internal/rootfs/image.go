@@ -30,16 +30,16 @@ type ImageRecord struct {
 	Bytes      int64  `json:"bytes"`
 }
 
-// MakeImage verifies tree and makes its image with mkfs.erofs (Debian's
-// erofs-utils), replacing any image it had.
-func MakeImage(tree string) (*ImageRecord, error) {
-	m, err := Verify(tree)
-	if err != nil {
-		return nil, err
-	}
+// ErrNoMkfs means mkfs.erofs (Debian's erofs-utils) is not installed.
+var ErrNoMkfs = errors.New("making the rootfs image: mkfs.erofs is missing (apt-get install erofs-utils)")
+
+// MakeImage makes tree's image with mkfs.erofs, replacing any image it
+// had. m is tree's manifest, which the caller has just verified (Verify,
+// Import): the image is made only from a tree that matched it.
+func MakeImage(tree string, m *Manifest) (*ImageRecord, error) {
 	mkfs, err := exec.LookPath("mkfs.erofs")
 	if err != nil {
-		return nil, fmt.Errorf("making the rootfs image: mkfs.erofs is missing (apt-get install erofs-utils)")
+		return nil, ErrNoMkfs
 	}
 	path := filepath.Join(tree, ImageName)
 	tmp := path + ".tmp"
@@ -61,6 +61,7 @@ func MakeImage(tree string) (*ImageRecord, error) {
 	}
 	st, err := os.Stat(tmp)
 	if err != nil {
+		os.Remove(tmp)
 		return nil, err
 	}
 	rec := &ImageRecord{TreeSHA256: m.TreeSHA256, SHA256: sum, Bytes: st.Size()}
@@ -88,23 +89,26 @@ func VerifyImage(tree string, m *Manifest) (string, *ImageRecord, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return "", nil, nil
 	}
+	tampered := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s %s (make it again with: worker rootfs image %s)", ErrTampered, path, fmt.Sprintf(format, args...), tree)
+	}
 	b, err := os.ReadFile(filepath.Join(tree, imageRecordName))
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: %s has no record of what it was made from (make it again with: worker rootfs image %s)", ErrTampered, path, tree)
+		return "", nil, tampered("has no record of what it was made from")
 	}
 	var rec ImageRecord
 	if err := json.Unmarshal(b, &rec); err != nil || !isSHA256(rec.SHA256) {
-		return "", nil, fmt.Errorf("%w: %s: unreadable record (make it again with: worker rootfs image %s)", ErrTampered, path, tree)
+		return "", nil, tampered("has an unreadable record")
 	}
 	if rec.TreeSHA256 != m.TreeSHA256 {
-		return "", nil, fmt.Errorf("%w: %s was made from tree %s, not %s (make it again with: worker rootfs image %s)", ErrTampered, path, rec.TreeSHA256, m.TreeSHA256, tree)
+		return "", nil, tampered("was made from tree %s, not %s", rec.TreeSHA256, m.TreeSHA256)
 	}
 	sum, err := fileSHA256(path)
 	if err != nil {
 		return "", nil, err
 	}
 	if sum != rec.SHA256 {
-		return "", nil, fmt.Errorf("%w: %s has digest %s, its record says %s (make it again with: worker rootfs image %s)", ErrTampered, path, sum, rec.SHA256, tree)
+		return "", nil, tampered("has digest %s, its record says %s", sum, rec.SHA256)
 	}
 	return path, &rec, nil
 }

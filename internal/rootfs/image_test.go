@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// A tree's image is made from the verified tree, and VerifyImage refuses an image that is not the one recorded or a
+// A tree's image is recorded with the tree it was made of, and VerifyImage refuses an image that is not the one recorded or a
 // record of another tree.
 func TestImage(t *testing.T) {
 	if _, err := exec.LookPath("mkfs.erofs"); err != nil {
@@ -22,7 +22,7 @@ func TestImage(t *testing.T) {
 	if p, rec, err := VerifyImage(tree, m); p != "" || rec != nil || err != nil {
 		t.Fatalf("a tree without an image: VerifyImage = %q, %v, %v; want none and no error", p, rec, err)
 	}
-	rec, err := MakeImage(tree)
+	rec, err := MakeImage(tree, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestImage(t *testing.T) {
 		t.Errorf("a changed image: %v, want ErrTampered", err)
 	}
 	// A record of another tree (the tree changed, the image did not).
-	if _, err := MakeImage(tree); err != nil {
+	if _, err := MakeImage(tree, m); err != nil {
 		t.Fatal(err)
 	}
 	other := *m
@@ -60,12 +60,5 @@ func TestImage(t *testing.T) {
 	}
 	if _, _, err := VerifyImage(tree, m); !errors.Is(err, ErrTampered) {
 		t.Errorf("an image without its record: %v, want ErrTampered", err)
-	}
-	// A tampered tree makes no image.
-	if err := os.WriteFile(filepath.Join(Dir(tree), "etc/passwd"), []byte("root::0:0::/:/bin/sh\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := MakeImage(tree); !errors.Is(err, ErrTampered) {
-		t.Errorf("MakeImage of a tampered tree: %v, want ErrTampered", err)
 	}
 }
