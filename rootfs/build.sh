@@ -75,8 +75,9 @@ trap 'rm -rf "$tmpbin"' EXIT
 (cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$tmpbin/renderbox-agent" ./cmd/agent)
 (cd "$repo" && go build -o "$tmpbin/worker" ./cmd/worker)
 # The tree's key: the base, the agent and the files this repo adds.
-# This script is part of the key: how the tree is assembled changes it too.
-agent_sum=$( (sha256sum "$tmpbin/renderbox-agent" "$0" | cut -d' ' -f1; cd "$here/files" && find . -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-16)
+# This script is part of the key: how the tree is assembled changes it
+# too, and so does the code that rewrites its fontconfig configuration.
+agent_sum=$( (sha256sum "$tmpbin/renderbox-agent" "$0" "$repo/internal/rootfs/fontconfig.go" | cut -d' ' -f1; cd "$here/files" && find . -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-16)
 key="$base_key-$agent_sum"
 dest="$out/$key"
 
@@ -99,6 +100,13 @@ else
   # (sandbox.MaskFile), and the mount point it is mounted on: /dev/fuse.
   install -D -m 0444 -o root -g root /dev/null "$work/rootfs/usr/share/renderbox/masked"
   install -m 0444 -o root -g root /dev/null "$work/rootfs/dev/fuse"
+  # One fontconfig file instead of some hundred: every program that uses
+  # fontconfig reads its whole configuration when it starts, and in a
+  # sandbox each open and stat of it is a round trip to the Sentry (worker
+  # rootfs fontconfig: conf.d inlined into fonts.conf, per-user parts and
+  # the template directory dropped; it fails unless fontconfig answers as
+  # before, and records the answers for the tests).
+  "$tmpbin/worker" rootfs fontconfig "$work"
   # Fontconfig's caches, made for this very tree: the ones from the base
   # describe directories whose times changed when it was unpacked, and a
   # stale cache makes every renderer in every sandbox (read-only root, a

@@ -452,6 +452,11 @@ func cmdRootfs(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Printf("made %s: %d MiB in %.1fs, sha256 %s, from tree %s\n", filepath.Join(tree, rootfs.ImageName), rec.Bytes>>20, time.Since(t).Seconds(), rec.SHA256, rec.TreeSHA256)
+	case "fontconfig":
+		if err := rootfs.FlattenFontconfig(tree); err != nil {
+			return err
+		}
+		fmt.Printf("flattened the fontconfig configuration of %s; fontconfig answers as before (%s)\n", tree, rootfs.FontconfigRecordPath)
 	case "verify":
 		m, err := rootfs.Verify(tree)
 		if err != nil {
@@ -463,7 +468,7 @@ func cmdRootfs(ctx context.Context, args []string) error {
 	case "import":
 		return rootfsImport(tree, *sum, *dir)
 	default:
-		return fmt.Errorf("rootfs: unknown subcommand %q (seal, image, verify, export or import)", args[0])
+		return fmt.Errorf("rootfs: unknown subcommand %q (seal, fontconfig, image, verify, export or import)", args[0])
 	}
 	return nil
 }

@@ -8,6 +8,7 @@
 //	worker reap                  delete sandboxes a crashed worker left
 //	worker rootfs seal|verify    write or check a rootfs manifest
 //	worker rootfs image          make a tree's EROFS image
+//	worker rootfs fontconfig     flatten a tree's fontconfig configuration
 //	worker rootfs export|import  pack a built rootfs into one archive, or
 //	                             install one on a host that builds none
 //
@@ -40,6 +41,7 @@ commands:
   render     render a local file: worker render -renderer pdf-png in.pdf -o outdir/
   reap       delete sandboxes, bundles and cgroups a crashed worker left behind
   rootfs     seal, image or verify a rootfs tree: worker rootfs seal|image|verify DIR
+             flatten a tree's fontconfig configuration (build.sh): worker rootfs fontconfig DIR
              pack it for other hosts: worker rootfs export -o OUTDIR [TREE]
              install a packed one: worker rootfs import [-sha256 HEX] [-dir DIR] ARCHIVE
 

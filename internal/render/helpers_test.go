@@ -15,6 +15,7 @@ import (
 	_ "golang.org/x/image/webp"
 
 	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
 	"github.com/renderbox/renderbox/internal/wire"
@@ -83,6 +84,27 @@ func mustPlan(t *testing.T, name string, input []byte, opts map[string]any) (*re
 	}
 	plan.Job.Input = bytes.NewReader(input)
 	return r, plan
+}
+
+// shellFiles runs script with /bin/sh in a sandbox of m (a pdf-png job's,
+// its steps replaced; maxFiles 0 keeps the job's limit) and returns the
+// files it left in /tmp/out by name.
+func shellFiles(t *testing.T, m *sandbox.Manager, script string, maxFiles int) map[string]string {
+	t.Helper()
+	_, plan := mustPlan(t, "pdf-png", samples.PDF("shell", 1), nil)
+	plan.Job.Request.Steps = []wire.Step{{Argv: []string{"/bin/sh", "-c", script}}}
+	if maxFiles > 0 {
+		plan.Job.Request.MaxOutputFiles = maxFiles
+	}
+	res, err := m.Run(context.Background(), plan.Job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, f := range res.Response.Files {
+		files[f.Name] = string(f.Data)
+	}
+	return files
 }
 
 func pdfText(t *testing.T, m *sandbox.Manager, pdf []byte) string {

@@ -1,16 +1,13 @@
 package render_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
-	"github.com/renderbox/renderbox/internal/wire"
 )
 
 // Seen from inside: with the tree's image the root is an EROFS mount, read
@@ -27,17 +24,7 @@ cat /usr/share/renderbox/markdown-style.html > /tmp/out/file.txt`
 	for _, image := range []string{"", testenv.GoferRoot} {
 		name := map[string]string{"": "image", testenv.GoferRoot: "gofer"}[image]
 		t.Run(name, func(t *testing.T) {
-			m := testenv.Manager(t, sandbox.Config{RootfsImage: image})
-			_, plan := mustPlan(t, "pdf-png", samples.PDF("root", 1), nil)
-			plan.Job.Request.Steps = []wire.Step{{Argv: []string{"/bin/sh", "-c", probe}}}
-			res, err := m.Run(context.Background(), plan.Job)
-			if err != nil {
-				t.Fatal(err)
-			}
-			files := map[string]string{}
-			for _, f := range res.Response.Files {
-				files[f.Name] = string(f.Data)
-			}
+			files := shellFiles(t, testenv.Manager(t, sandbox.Config{RootfsImage: image}), probe, 0)
 			var root string
 			for _, l := range strings.Split(files["mountinfo.txt"], "\n") {
 				if f := strings.Fields(l); len(f) > 4 && f[4] == "/" {
