@@ -98,10 +98,8 @@ func FlattenFontconfig(tree string) error {
 		"     (" + strings.Join(f.files, "\n      ") + ")\n" +
 		"     and without per-user configuration, fonts and caches; made by\n" +
 		"     worker rootfs fontconfig (internal/rootfs/fontconfig.go). -->\n"
-	if flat, err = insertAfterProlog(flat, header); err != nil {
-		return err
-	}
-	if err := os.WriteFile(conf+".tmp", flat, 0o644); err != nil {
+	out := slices.Concat(flat.prolog, []byte(header), flat.open, flat.inner, flat.close)
+	if err := os.WriteFile(conf+".tmp", out, 0o644); err != nil {
 		return err
 	}
 	if err := os.Rename(conf+".tmp", conf); err != nil {
@@ -185,10 +183,17 @@ type flattener struct {
 	files []string // inlined, in order
 }
 
+// flatDoc is a flattened fontconfig file in its parts: what precedes the
+// root element (XML declaration, DOCTYPE, comments), <fontconfig>, what
+// it holds, and </fontconfig> with what follows.
+type flatDoc struct {
+	prolog, open, inner, close []byte
+}
+
 // flatten returns doc (the fontconfig file at name, a path in the tree)
 // with its top-level includes replaced by what they name and its per-user
 // elements removed. Everything else is kept byte for byte.
-func (f *flattener) flatten(doc []byte, name string, depth int) ([]byte, error) {
+func (f *flattener) flatten(doc []byte, name string, depth int) (*flatDoc, error) {
 	if depth > 8 {
 		return nil, fmt.Errorf("%s: includes nested too deep", name)
 	}
@@ -197,6 +202,8 @@ func (f *flattener) flatten(doc []byte, name string, depth int) ([]byte, error) 
 		with       []byte
 	}
 	var cut []span
+	// The root element's start tag and end tag.
+	rootStart, innerStart, innerEnd := int64(-1), int64(-1), int64(-1)
 	d := xml.NewDecoder(bytes.NewReader(doc))
 	d.Strict = true
 	level := 0
@@ -212,8 +219,11 @@ func (f *flattener) flatten(doc []byte, name string, depth int) ([]byte, error) 
 		switch t := tok.(type) {
 		case xml.StartElement:
 			level++
-			if level == 1 && t.Name.Local != "fontconfig" {
-				return nil, fmt.Errorf("%s: the root element is <%s>, not <fontconfig>", name, t.Name.Local)
+			if level == 1 {
+				if t.Name.Local != "fontconfig" {
+					return nil, fmt.Errorf("%s: the root element is <%s>, not <fontconfig>", name, t.Name.Local)
+				}
+				rootStart, innerStart = off, d.InputOffset()
 			}
 			if level != 2 || (t.Name.Local != "include" && t.Name.Local != "dir" && t.Name.Local != "cachedir") {
 				continue
@@ -252,16 +262,22 @@ func (f *flattener) flatten(doc []byte, name string, depth int) ([]byte, error) 
 			}
 			cut = append(cut, s)
 		case xml.EndElement:
-			level--
+			if level--; level == 0 {
+				innerEnd = off
+			}
 		}
 	}
-	var out []byte
-	var at int64
+	if innerEnd < 0 {
+		return nil, fmt.Errorf("%s: no <fontconfig> element", name)
+	}
+	var inner []byte
+	at := innerStart
 	for _, s := range cut {
-		out = append(append(out, doc[at:s.start]...), s.with...)
+		inner = append(append(inner, doc[at:s.start]...), s.with...)
 		at = s.end
 	}
-	return append(out, doc[at:]...), nil
+	inner = append(inner, doc[at:innerEnd]...)
+	return &flatDoc{prolog: doc[:rootStart], open: doc[rootStart:innerStart], inner: inner, close: doc[innerEnd:]}, nil
 }
 
 // include returns the elements of the file target names, or of every
@@ -308,12 +324,8 @@ func (f *flattener) include(target string, ignoreMissing bool, depth int) ([]byt
 		if err != nil {
 			return nil, err
 		}
-		inner, err := innerElements(flat, n)
-		if err != nil {
-			return nil, err
-		}
 		f.files = append(f.files, n)
-		out = append(append(append(out, "<!-- renderbox: from "+n+" -->"...), inner...), '\n')
+		out = append(append(append(out, "<!-- renderbox: from "+n+" -->"...), flat.inner...), '\n')
 	}
 	return out, nil
 }
@@ -333,46 +345,6 @@ func elementText(d *xml.Decoder) (string, error) {
 			return strings.TrimSpace(b.String()), nil
 		case xml.StartElement:
 			return "", fmt.Errorf("unexpected <%s> inside", t.Name.Local)
-		}
-	}
-}
-
-// innerElements returns what is between doc's <fontconfig> and
-// </fontconfig>, byte for byte.
-func innerElements(doc []byte, name string) ([]byte, error) {
-	d := xml.NewDecoder(bytes.NewReader(doc))
-	var start int64 = -1
-	level := 0
-	for {
-		off := d.InputOffset()
-		tok, err := d.Token()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		switch tok.(type) {
-		case xml.StartElement:
-			if level++; level == 1 {
-				start = d.InputOffset()
-			}
-		case xml.EndElement:
-			if level--; level == 0 {
-				return doc[start:off], nil
-			}
-		}
-	}
-}
-
-// insertAfterProlog puts comment after doc's XML declaration and DOCTYPE.
-func insertAfterProlog(doc []byte, comment string) ([]byte, error) {
-	d := xml.NewDecoder(bytes.NewReader(doc))
-	for {
-		off := d.InputOffset()
-		tok, err := d.Token()
-		if err != nil {
-			return nil, fmt.Errorf("fonts.conf: %w", err)
-		}
-		if _, ok := tok.(xml.StartElement); ok {
-			return slices.Concat(doc[:off], []byte(comment), doc[off:]), nil
 		}
 	}
 }

@@ -75,7 +75,7 @@ func TestFlattenFontconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := string(flat)
+	got := string(flat.prolog) + string(flat.open) + string(flat.inner) + string(flat.close)
 	for _, want := range []string{
 		head + "<fontconfig>\n\t<dir>/usr/share/fonts</dir>\n",
 		"<string>a &amp; b</string>",
