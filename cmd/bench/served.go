@@ -62,6 +62,13 @@ type servedLine struct {
 	// worker made their sandbox: cold, prebooted or restored — the pool's
 	// hits and misses. Absent when the worker does not say.
 	Modes map[string]float64 `json:"sandbox_modes,omitempty"`
+	// SerialMean splits the serial phase's mean latency (total, at the
+	// client) by the worker's metrics: queue_wait (the API's acceptance to
+	// the attempt's start), the sandbox's create, start and render phases
+	// (per job: create and start are zero where a pool sandbox was ready),
+	// and other (the rest: intake, the worker's Redis round trips, storing
+	// and reporting the result, the download). Absent without the metrics.
+	SerialMean map[string]float64 `json:"serial_mean_ms,omitempty"`
 	// Failed counts jobs that did not succeed, warm-up included; latency
 	// and throughput are over the ones that did.
 	Failed int    `json:"failed"`
@@ -135,6 +142,7 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 
 		idle := pool(0)
 		modes0 := jobModes(ctx, o.metrics, r)
+		m0 := scrape(ctx, o.metrics)
 		var serial []time.Duration
 		for i := 0; i < o.serial; i++ {
 			t0 := time.Now()
@@ -142,6 +150,9 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 				serial = append(serial, time.Since(t0))
 			}
 		}
+		// The worker observes a job's phases and wait before it reports
+		// the job, so they are all in by now.
+		split := serialSplit(m0, scrape(ctx, o.metrics), r, serial)
 
 		pool(0)
 		cpu0, steal0, err := hostCPU()
@@ -175,7 +186,7 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 			CPUPerJob:   round2((cpu1 - cpu0) / float64(o.jobs)),
 			Serial:      o.serial, Jobs: o.jobs, CPUWindow: window, Input: desc,
 			StealPerJob: round2((steal1 - steal0) / float64(o.jobs)),
-			PoolIdle:    idle, Modes: modes, Failed: failed, Time: stamp,
+			PoolIdle:    idle, Modes: modes, SerialMean: split, Failed: failed, Time: stamp,
 		}
 		if len(serial) > 0 {
 			l.P50, l.P99 = ms(pct(serial, 50)), ms(pct(serial, 99))
@@ -295,6 +306,60 @@ next:
 		}
 	}
 	return out
+}
+
+// serialSplit is servedLine.SerialMean: the worker's queue wait and
+// sandbox phases over the serial jobs (metrics before and after), per job,
+// beside the jobs' mean latency; nil without metrics or jobs.
+func serialSplit(before, after []sample, renderer string, serial []time.Duration) map[string]float64 {
+	if before == nil || after == nil || len(serial) == 0 {
+		return nil
+	}
+	n := float64(len(serial))
+	var total time.Duration
+	for _, d := range serial {
+		total += d
+	}
+	out := map[string]float64{"total": ms(total / time.Duration(len(serial)))}
+	delta := func(name, label string, where map[string]string) map[string]float64 {
+		a, b := byLabel(after, name, label, where), byLabel(before, name, label, where)
+		for k := range a {
+			a[k] -= b[k]
+		}
+		return a
+	}
+	rest := out["total"]
+	for phase, sum := range delta("renderbox_sandbox_phase_seconds_sum", "phase", map[string]string{"renderer": renderer}) {
+		if phase != "teardown" { // after the result: not in the latency
+			out["sandbox_"+phase] = round2(sum * 1000 / n)
+			rest -= out["sandbox_"+phase]
+		}
+	}
+	// The wait has no labels: read by name.
+	if w := sampleDelta(before, after, "renderbox_job_queue_wait_seconds_sum"); w >= 0 {
+		out["queue_wait"] = round2(w * 1000 / n)
+		rest -= out["queue_wait"]
+	}
+	out["other"] = round2(rest)
+	return out
+}
+
+// sampleDelta is the change of an unlabelled sample; -1 if either lacks it.
+func sampleDelta(before, after []sample, name string) float64 {
+	find := func(ss []sample) (float64, bool) {
+		for _, s := range ss {
+			if s.name == name {
+				return s.value, true
+			}
+		}
+		return 0, false
+	}
+	a, ok1 := find(after)
+	b, ok2 := find(before)
+	if !ok1 || !ok2 {
+		return -1
+	}
+	return a - b
 }
 
 // poolSnapshot is renderbox_pool_idle per family; nil for a worker without

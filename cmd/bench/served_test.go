@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const metricsText = `# HELP renderbox_pool_idle Pre-booted sandboxes ready for a job.
@@ -38,6 +39,38 @@ func TestByLabel(t *testing.T) {
 		if got := byLabel(ss, c.name, c.label, c.where); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s by %s where %v: got %v, want %v", c.name, c.label, c.where, got, c.want)
 		}
+	}
+}
+
+// The serial phase's latency is split into the worker's queue wait and
+// sandbox phases per job, from the metrics before and after it; teardown,
+// which follows the result, and other renderers are left out; the rest is
+// "other". Without metrics there is no split.
+func TestSerialSplit(t *testing.T) {
+	parse := func(s string) []sample { return parseMetrics(bufio.NewScanner(strings.NewReader(s))) }
+	before := parse(`renderbox_job_queue_wait_seconds_sum 1.5
+renderbox_sandbox_phase_seconds_sum{phase="render",renderer="pdf-png"} 2
+renderbox_sandbox_phase_seconds_sum{phase="teardown",renderer="pdf-png"} 1
+renderbox_sandbox_phase_seconds_sum{phase="render",renderer="html-pdf"} 9
+`)
+	after := parse(`renderbox_job_queue_wait_seconds_sum 1.7
+renderbox_sandbox_phase_seconds_sum{phase="render",renderer="pdf-png"} 4
+renderbox_sandbox_phase_seconds_sum{phase="create",renderer="pdf-png"} 0.3
+renderbox_sandbox_phase_seconds_sum{phase="teardown",renderer="pdf-png"} 2
+renderbox_sandbox_phase_seconds_sum{phase="render",renderer="html-pdf"} 19
+`)
+	serial := []time.Duration{250 * time.Millisecond, 300 * time.Millisecond, 350 * time.Millisecond, 300 * time.Millisecond,
+		250 * time.Millisecond, 300 * time.Millisecond, 350 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond}
+	got := serialSplit(before, after, "pdf-png", serial)
+	want := map[string]float64{"total": 300, "queue_wait": 20, "sandbox_render": 200, "sandbox_create": 30, "other": 50}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if got := serialSplit(nil, after, "pdf-png", serial); got != nil {
+		t.Errorf("without metrics: got %v, want nil", got)
+	}
+	if got := serialSplit(before, after, "pdf-png", nil); got != nil {
+		t.Errorf("without jobs: got %v, want nil", got)
 	}
 }
 
