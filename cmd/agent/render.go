@@ -78,15 +78,20 @@ func render(req *wire.Request, out *bufio.Writer) *wire.Result {
 }
 
 // runStep runs one program to completion and records how it ended in res.
-// It reports whether the job may go on.
+// It reports whether the job may go on. The program started before the
+// request, if any, runs the step when it is the step's, else it is killed.
 func runStep(st wire.Step, env []string, tail *tail, res *wire.Result) bool {
-	cmd := exec.Command(st.Argv[0], st.Argv[1:]...)
-	cmd.Env = env
-	if cmd.Env == nil {
-		cmd.Env = []string{} // never inherit ours
+	if env == nil {
+		env = []string{} // never inherit ours
 	}
-	cmd.Dir = wire.WorkDir
-	cmd.Stdout, cmd.Stderr = tail, tail
+	if p := warmPrimed; p != nil {
+		warmPrimed = nil
+		if p.serves(st, env) {
+			return p.run(st, tail, res)
+		}
+		p.kill()
+	}
+	cmd := stepCmd(st.Argv, env, tail)
 	if st.Stdout != "" {
 		// Read by the next step, which runs as the renderer.
 		f, err := os.OpenFile(st.Stdout, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
@@ -97,13 +102,37 @@ func runStep(st wire.Step, env []string, tail *tail, res *wire.Result) bool {
 		defer f.Close()
 		cmd.Stdout = f
 	}
-	// Its own process group, so whatever it leaves running is killed with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	err := startReserving(cmd)
-	if err != nil {
+	if st.Stdin != "" {
+		f, err := os.Open(st.Stdin)
+		if err != nil {
+			res.Error = fmt.Sprintf("opening %s: %v", st.Stdin, err)
+			return false
+		}
+		defer f.Close()
+		cmd.Stdin = f
+	}
+	if err := startReserving(cmd); err != nil {
 		res.Error = fmt.Sprintf("starting %s: %v", st.Argv[0], err)
 		return false
 	}
+	return finishStep(cmd, res)
+}
+
+// stepCmd is a step's program: env its whole environment, in the work
+// directory, stdout and stderr to out, in its own process group (so
+// whatever it leaves running is killed with it), killed if the agent dies.
+func stepCmd(argv, env []string, out io.Writer) *exec.Cmd {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Dir = wire.WorkDir
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// finishStep waits for a started step, kills what it left in its process
+// group and records how it ended.
+func finishStep(cmd *exec.Cmd, res *wire.Result) bool {
 	_ = cmd.Wait()
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	recordExit(cmd.ProcessState, res)
@@ -150,10 +179,7 @@ func startReserving(cmd *exec.Cmd) error {
 		return cmd.Start()
 	}
 	child := lim
-	if jobTasks > 0 && jobTasks < child.Cur {
-		child.Cur = jobTasks
-	}
-	child.Cur -= min(nprocReserve, child.Cur/2)
+	child.Cur = childNProc(lim.Cur)
 	if err := syscall.Setrlimit(unix.RLIMIT_NPROC, &child); err != nil {
 		return fmt.Errorf("lowering RLIMIT_NPROC for the renderer: %w", err)
 	}
@@ -162,6 +188,24 @@ func startReserving(cmd *exec.Cmd) error {
 		err = fmt.Errorf("restoring RLIMIT_NPROC: %w", rerr)
 	}
 	return err
+}
+
+// childNProc is the renderer's RLIMIT_NPROC under the agent's cur: the
+// job's if lower, less the agent's reserve.
+func childNProc(cur uint64) uint64 {
+	if jobTasks > 0 && jobTasks < cur {
+		cur = jobTasks
+	}
+	return cur - min(nprocReserve, cur/2)
+}
+
+// rendererNProc is the RLIMIT_NPROC startReserving gives a renderer now.
+func rendererNProc() (uint64, error) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
+		return 0, err
+	}
+	return childNProc(lim.Cur), nil
 }
 
 // listOutputs lists the regular files in dir, sorted by name.

@@ -57,6 +57,13 @@ func bootKind(w *wire.Warm, log io.Writer) error {
 		}
 		warmBrowser = b
 		return nil
+	case wire.WarmExec:
+		p, err := startPrimed(w.Argv, w.Env)
+		if err != nil {
+			return err
+		}
+		warmPrimed = p
+		return nil
 	case wire.WarmOffice:
 		o, err := bootOffice(w.Env, log, true /* warmUp */)
 		if err != nil {

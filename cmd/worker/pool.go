@@ -14,12 +14,12 @@ import (
 // poolConfig are the pool flags of `worker serve`.
 type poolConfig struct {
 	// Sizes is idle sandboxes per family, "family=N,…"; "none" or "off"
-	// disables the pool. Default chromium=4,office=1,light=4 (a 2-core
-	// host).
+	// disables the pool. Default chromium=4,office=1,pdf=4,light=4 (a
+	// 2-core host).
 	Sizes string
 	// Memory is each family's budget of idle memory, "family=BYTES,…" with
 	// K/M/G suffixes (powers of 1024). Default chromium=1.5G,office=1G,
-	// light=256M.
+	// pdf=256M,light=256M.
 	Memory string
 	// Restore lists the families filled from a checkpoint image rather
 	// than by booting each sandbox. Default chromium,office.
@@ -37,8 +37,8 @@ type poolConfig struct {
 }
 
 func (c *poolConfig) bind(fs *flag.FlagSet) {
-	fs.StringVar(&c.Sizes, "pool-size", "chromium=4,office=1,light=4", `idle pre-booted sandboxes per family ("none" disables the pool)`)
-	fs.StringVar(&c.Memory, "pool-memory", "chromium=1.5G,office=1G,light=256M", "budget of idle memory per family")
+	fs.StringVar(&c.Sizes, "pool-size", "chromium=4,office=1,pdf=4,light=4", `idle pre-booted sandboxes per family ("none" disables the pool)`)
+	fs.StringVar(&c.Memory, "pool-memory", "chromium=1.5G,office=1G,pdf=256M,light=256M", "budget of idle memory per family")
 	fs.StringVar(&c.Restore, "pool-restore", "chromium,office", `families filled by checkpoint/restore instead of booting ("" for none)`)
 	fs.DurationVar(&c.MaxIdle, "pool-max-idle", 10*time.Minute, "replace a pool sandbox idle this long")
 	fs.DurationVar(&c.ImageMaxAge, "pool-image-max-age", 10*time.Minute, "make a fresh checkpoint image after this long")

@@ -173,6 +173,18 @@ var markdownSchema = []Option{
 // svgLinks is the rootfs's script that drops unsafe links from an SVG.
 const svgLinks = "/usr/local/lib/renderbox/svg-links.py"
 
+// pdftoppmArgv is pdf-png's program: pages first to last of the PDF on
+// stdin at dpi, to page-N.png (or .jpg at quality).
+func pdftoppmArgv(dpi, first, last int, format string, quality int) []string {
+	argv := []string{"/usr/bin/pdftoppm", "-r", strconv.Itoa(dpi), "-f", strconv.Itoa(first), "-l", strconv.Itoa(last)}
+	if format == "jpeg" {
+		argv = append(argv, "-jpeg", "-jpegopt", "quality="+strconv.Itoa(quality))
+	} else {
+		argv = append(argv, "-png")
+	}
+	return append(argv, "-", wire.OutputDir+"/page")
+}
+
 // pageRe matches pdftoppm's zero-padded page numbers.
 var pageRe = regexp.MustCompile(`^page-0*([1-9][0-9]{0,5})\.(png|jpg)$`)
 
@@ -294,13 +306,12 @@ var catalogue = map[string]*Renderer{
 				}
 				last = min(last, v.Int("last_page"))
 			}
-			argv := []string{"/usr/bin/pdftoppm", "-r", strconv.Itoa(v.Int("dpi")), "-f", strconv.Itoa(first), "-l", strconv.Itoa(last)}
-			if v.String("format") == "jpeg" {
-				argv = append(argv, "-jpeg", "-jpegopt", "quality="+strconv.Itoa(v.Int("quality")))
-			} else {
-				argv = append(argv, "-png")
-			}
-			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: append(argv, in.Path, wire.OutputDir+"/page")}}}, nil
+			// The PDF on stdin ("-"), which pdftoppm reads whole before it
+			// parses it: so a pool sandbox can have started this very
+			// program before the job (pdftoppmPrime).
+			return wire.Request{Env: plainEnv, Steps: []wire.Step{{
+				Argv: pdftoppmArgv(v.Int("dpi"), first, last, v.String("format"), v.Int("quality")), Stdin: in.Path,
+			}}}, nil
 		},
 	},
 	"svg-png": {

@@ -1,6 +1,8 @@
 package render
 
 import (
+	"fmt"
+
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/wire"
 )
@@ -10,6 +12,7 @@ import (
 const (
 	FamilyChromium = "chromium" // html-pdf, html-png, markdown-pdf
 	FamilyOffice   = "office"   // office-pdf
+	FamilyPDF      = "pdf"      // pdf-png: pdftoppm started, reading stdin
 	FamilyLight    = "light"    // every other renderer: the agent alone waits
 )
 
@@ -26,8 +29,37 @@ func (r *Renderer) Family() string {
 		return FamilyChromium
 	case "office-pdf":
 		return FamilyOffice
+	case "pdf-png":
+		return FamilyPDF
 	}
 	return FamilyLight
+}
+
+// primed is the renderer whose program a family's sandboxes start before
+// their job (wire.WarmExec): its first step for its default options and
+// limits, which a job with other options or lower limits does not use
+// (the agent then kills it and starts its own).
+var primed = map[string]string{FamilyPDF: "pdf-png"}
+
+// primedWarm is what a FamilyPDF-like family's sandboxes start.
+func primedWarm(renderer string) (wire.Warm, error) {
+	r := catalogue[renderer]
+	vals, err := validate(r.Name, r.Options, nil)
+	if err != nil {
+		return wire.Warm{}, err
+	}
+	lim, err := r.EffectiveLimits(LimitRequest{})
+	if err != nil {
+		return wire.Warm{}, err
+	}
+	req, err := r.build(inputFile{Type: r.Inputs[0], Path: wire.InputDir + "/input"}, vals, lim)
+	if err != nil {
+		return wire.Warm{}, err
+	}
+	if len(req.Steps) == 0 || req.Steps[0].Stdin == "" {
+		return wire.Warm{}, fmt.Errorf("%s does not read its input on stdin: nothing to start before the job", renderer)
+	}
+	return wire.Warm{Kind: wire.WarmExec, Argv: req.Steps[0].Argv, Env: req.Env}, nil
 }
 
 // PoolFamilies returns each family's pool: what its sandboxes boot and the
@@ -39,9 +71,17 @@ func PoolFamilies() []sandbox.PoolFamily {
 	fams := []sandbox.PoolFamily{
 		{Name: FamilyChromium, Warm: wire.Warm{Kind: wire.WarmBrowser, Argv: chromiumArgs, Env: chromiumEnv}},
 		{Name: FamilyOffice, Warm: wire.Warm{Kind: wire.WarmOffice, Env: officeEnv}},
+		{Name: FamilyPDF},
 		{Name: FamilyLight},
 	}
 	for i := range fams {
+		if r, ok := primed[fams[i].Name]; ok {
+			w, err := primedWarm(r)
+			if err != nil {
+				panic(fmt.Sprintf("the catalogue's %s: %v", r, err)) // TestPrimedFamilies
+			}
+			fams[i].Warm = w
+		}
 		var l sandbox.Limits
 		for _, r := range catalogue {
 			if r.Family() != fams[i].Name {

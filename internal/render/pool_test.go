@@ -1,7 +1,10 @@
 package render_test
 
 import (
+	"bytes"
 	"context"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/internal/wire"
 )
 
 // poolOf starts a pool of one family with the given size and restore mode
@@ -134,5 +138,90 @@ func TestWarmOfficeConverts(t *testing.T) {
 				t.Logf("job %d in a %s sandbox: %s", i, mode, took)
 			}
 		})
+	}
+}
+
+// A pdf family sandbox starts pdftoppm before its job: a pdf-png job with
+// the default options and limits runs in it (Primed) and renders exactly
+// what a cold sandbox renders; one with other options or a lower page
+// limit has it killed and starts its own, with the same result as cold.
+func TestPrimedPDFPNG(t *testing.T) {
+	m := testenv.Manager(t, sandbox.Config{})
+	p := poolOf(t, m, render.FamilyPDF, 3, false)
+	input := samples.PDF("primed", 3)
+	for _, c := range []struct {
+		opts   map[string]any
+		lim    render.LimitRequest
+		primed bool
+	}{
+		{nil, render.LimitRequest{}, true},
+		{map[string]any{"dpi": 72}, render.LimitRequest{}, false},
+		{nil, render.LimitRequest{MaxPages: 2}, false},
+	} {
+		r, err := render.Lookup("pdf-png")
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := r.Prepare(input, c.opts, c.lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(sb *sandbox.Sandbox) (*sandbox.Result, map[string][]byte) {
+			t.Helper()
+			job := plan.Job
+			job.Input = bytes.NewReader(input)
+			var res *sandbox.Result
+			if sb == nil {
+				res, err = m.Run(context.Background(), job)
+			} else {
+				res, err = m.RunIn(context.Background(), sb, job)
+			}
+			if err != nil {
+				t.Fatalf("pdf-png %v %+v: %v", c.opts, c.lim, err)
+			}
+			return res, accepted(t, r, res.Response.Files)
+		}
+		sb, mode := p.Take(context.Background(), r.Family(), plan.Job.Limits)
+		if sb == nil || mode != sandbox.ModePrebooted {
+			t.Fatalf("pool gave %v in mode %q", sb, mode)
+		}
+		res, warm := run(sb)
+		if res.Response.Result.Primed != c.primed {
+			t.Errorf("pdf-png %v %+v: primed %v, want %v (stderr: %s)", c.opts, c.lim, res.Response.Result.Primed, c.primed, res.Response.Result.StderrTail)
+		}
+		cres, cold := run(nil)
+		if cres.Response.Result.Primed {
+			t.Errorf("a cold sandbox says its pdftoppm was primed")
+		}
+		if len(warm) == 0 || !reflect.DeepEqual(warm, cold) {
+			t.Errorf("pdf-png %v %+v: %d outputs in the pool sandbox, %d cold, or they differ", c.opts, c.lim, len(warm), len(cold))
+		}
+	}
+}
+
+// What a pdf family sandbox starts is exactly a default pdf-png job's
+// first step, so that jobs use it; another option changes the step.
+func TestPrimedFamilies(t *testing.T) {
+	var fam *sandbox.PoolFamily
+	fams := render.PoolFamilies()
+	for i := range fams {
+		if fams[i].Name == render.FamilyPDF {
+			fam = &fams[i]
+		}
+	}
+	if fam == nil || fam.Warm.Kind != wire.WarmExec {
+		t.Fatalf("no pdf family starting a program: %+v", fams)
+	}
+	r, plan := mustPlan(t, "pdf-png", samples.PDF("primed", 1), nil)
+	if r.Family() != render.FamilyPDF {
+		t.Errorf("pdf-png's family is %q", r.Family())
+	}
+	st := plan.Job.Request.Steps[0]
+	if !slices.Equal(st.Argv, fam.Warm.Argv) || !slices.Equal(plan.Job.Request.Env, fam.Warm.Env) || st.Stdin == "" {
+		t.Errorf("a default pdf-png job's step %+v (env %v) is not what the family starts: %+v", st, plan.Job.Request.Env, fam.Warm)
+	}
+	_, other := mustPlan(t, "pdf-png", samples.PDF("primed", 1), map[string]any{"dpi": 300})
+	if slices.Equal(other.Job.Request.Steps[0].Argv, fam.Warm.Argv) {
+		t.Errorf("a 300 dpi job's step is the default one: %v", fam.Warm.Argv)
 	}
 }

@@ -231,7 +231,10 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 		return nil, ""
 	}
 	lim = lim.WithDefaults()
-	if why := fits(lim, f.cfg.Limits, f.cfg.Warm.Kind != wire.WarmNone); why != "" {
+	// A program started ahead (WarmExec) that the job's RLIMIT_NPROC does
+	// not match is not used: the agent starts the job's own.
+	booted := f.cfg.Warm.Kind != wire.WarmNone && f.cfg.Warm.Kind != wire.WarmExec
+	if why := fits(lim, f.cfg.Limits, booted); why != "" {
 		p.event(PoolEvent{Family: name, Kind: "miss", Reason: why})
 		return nil, ""
 	}

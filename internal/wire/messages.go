@@ -62,6 +62,10 @@ type Step struct {
 	// Stdout, if set, is a file under /tmp that receives the program's
 	// standard output; otherwise it joins the stderr tail.
 	Stdout string `json:"stdout,omitempty"`
+	// Stdin, if set, is a file whose content the program reads on its
+	// standard input (the job's input, for a program started before the
+	// request: see WarmExec); otherwise its stdin is empty.
+	Stdin string `json:"stdin,omitempty"`
 }
 
 // Unpack is a ZIP archive to unpack into a directory. Entries are files
@@ -256,7 +260,10 @@ type Result struct {
 	StderrTail string `json:"stderr_tail,omitempty"`
 	// MaxRSSKiB is the renderer's peak resident set, as the sandbox's kernel
 	// reports it.
-	MaxRSSKiB  int64        `json:"max_rss_kib,omitempty"`
+	MaxRSSKiB int64 `json:"max_rss_kib,omitempty"`
+	// Primed is set when the job's first step ran in the program the
+	// agent started before the request (WarmExec).
+	Primed     bool         `json:"primed,omitempty"`
 	DurationMS int64        `json:"duration_ms"`
 	Files      []FileInfo   `json:"files,omitempty"`
 	Probe      *ProbeReport `json:"probe,omitempty"`

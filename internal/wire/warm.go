@@ -11,6 +11,12 @@ const (
 	WarmNone    = ""        // nothing: the agent only waits on stdin
 	WarmBrowser = "browser" // Chromium on the DevTools pipe, at a blank page
 	WarmOffice  = "office"  // LibreOffice listening for one conversion
+	// WarmExec starts Argv with Env as the renderer would be, before the
+	// request, its stdin a pipe the agent holds: the program loads its
+	// libraries and blocks reading its input. A request whose first step
+	// is that argv and environment and reads its input on stdin
+	// (Step.Stdin) gets it; any other is served as if nothing had started.
+	WarmExec = "exec"
 )
 
 // WarmArg is the agent's argument that selects warm mode; the next argument
@@ -23,7 +29,7 @@ const WarmArg = "--warm"
 type Warm struct {
 	Kind string `json:"kind"`
 	// Argv is the renderer and its fixed flags (Chromium's, as in a
-	// Browser request).
+	// Browser request; the whole step's for WarmExec).
 	Argv []string `json:"argv,omitempty"`
 	// Env is the renderer's whole environment.
 	Env []string `json:"env,omitempty"`

@@ -217,6 +217,9 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p attempt, r *re
 	}
 	h.Metrics.observe(p.Renderer, outcome, mode, res)
 	log = log.With("sandbox_id", res.SandboxID, "sandbox_mode", mode, "outcome", outcome, "duration_seconds", time.Since(start).Seconds())
+	if res.Response != nil && res.Response.Result.Primed {
+		log = log.With("primed", true) // its program was started before the job (wire.WarmExec)
+	}
 
 	switch {
 	case runErr == nil:
