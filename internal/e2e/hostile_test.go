@@ -248,13 +248,14 @@ func pdfOperationCases(t *testing.T) []hostileCase {
 }
 
 // The corpus runs with the worker's pool on (Chromium restored from a
-// checkpoint, the light tools pre-booted): a pooled sandbox must hold like a
-// cold one, and whatever a hostile job does to it must not reach the next.
+// checkpoint, pdftoppm started ahead, the light tools pre-booted): a
+// pooled sandbox must hold like a cold one, and whatever a hostile job
+// does to it must not reach the next.
 func TestHostileCorpus(t *testing.T) {
 	// The corpus is submitted at once: more jobs than the default burst
 	// of one key (40).
 	s := newStack(t, stackOpts{apiArgs: []string{"-max-body-bytes", "8000000", "-burst", "200"},
-		workerArgs: []string{"-pool-size", "chromium=1,office=0,light=1", "-pool-restore", "chromium"}})
+		workerArgs: []string{"-pool-size", "chromium=1,office=0,pdf=1,light=1", "-pool-restore", "chromium"}})
 	c := s.client
 	key := s.key("mallory")
 	extractor := testenv.Manager(t, sandbox.Config{})

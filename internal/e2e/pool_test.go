@@ -14,8 +14,8 @@ import (
 )
 
 // poolArgs turn the worker's pool on: one Chromium restored from a
-// checkpoint, one light sandbox pre-booted.
-var poolArgs = []string{"-pool-size", "chromium=1,office=0,light=1", "-pool-restore", "chromium"}
+// checkpoint, one pdftoppm started ahead, one light sandbox pre-booted.
+var poolArgs = []string{"-pool-size", "chromium=1,office=0,pdf=1,light=1", "-pool-restore", "chromium"}
 
 // waitPoolFull waits until the worker says each of its pool's families is
 // full (once, in its log).
