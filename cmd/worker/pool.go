@@ -14,7 +14,7 @@ import (
 // poolConfig are the pool flags of `worker serve`.
 type poolConfig struct {
 	// Sizes is idle sandboxes per family, "family=N,…"; "none" or "off"
-	// disables the pool. Default chromium=4,office=1,pdf=4,light=4 (a
+	// disables the pool. Default chromium=4,office=1,pdf=8,light=4 (a
 	// 2-core host).
 	Sizes string
 	// Memory is each family's budget of idle memory, "family=BYTES,…" with
@@ -37,7 +37,7 @@ type poolConfig struct {
 }
 
 func (c *poolConfig) bind(fs *flag.FlagSet) {
-	fs.StringVar(&c.Sizes, "pool-size", "chromium=4,office=1,pdf=4,light=4", `idle pre-booted sandboxes per family ("none" disables the pool)`)
+	fs.StringVar(&c.Sizes, "pool-size", "chromium=4,office=1,pdf=8,light=4", `idle pre-booted sandboxes per family ("none" disables the pool)`)
 	fs.StringVar(&c.Memory, "pool-memory", "chromium=1.5G,office=1G,pdf=256M,light=256M", "budget of idle memory per family")
 	fs.StringVar(&c.Restore, "pool-restore", "chromium,office", `families filled by checkpoint/restore instead of booting ("" for none)`)
 	fs.DurationVar(&c.MaxIdle, "pool-max-idle", 10*time.Minute, "replace a pool sandbox idle this long")
