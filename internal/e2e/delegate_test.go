@@ -229,27 +229,34 @@ func TestWorkerRunsAsItsUnitRunsIt(t *testing.T) {
 
 	c, key := s.client, s.key("delegated")
 	_, j := submitJSON(t, c, key, "html-pdf", samples.HTML("Delegated", "a job inside the unit"), map[string]any{"wait_delay": 3}, "", nil)
-	var sb string
-	waitFor(t, "the job's sandbox in the unit's cgroup", 60*time.Second, func() bool {
-		if left := sandbox.LeftoverCgroups("/" + parent); len(left) > 0 {
-			sb = filepath.Base(left[0])
+	// The sandboxes' own limits are on their cgroups there: the job's, or
+	// a pool sandbox's while the pool fills. A cgroup can go between the
+	// listing and the read (a checkpoint template, a sandbox just used),
+	// so read the first one that is still there.
+	limits := func(sb string) []string {
+		if cgroupV2() {
+			return []string{filepath.Join(cgroupRoot, parent, sb, "memory.max"), filepath.Join(cgroupRoot, parent, sb, "pids.max")}
 		}
-		return sb != ""
-	})
-	// The job's own limits are on its cgroup there.
-	memFile, pidsFile := filepath.Join(cgroupRoot, "memory", parent, sb, "memory.limit_in_bytes"), filepath.Join(cgroupRoot, "pids", parent, sb, "pids.max")
-	if cgroupV2() {
-		memFile, pidsFile = filepath.Join(cgroupRoot, parent, sb, "memory.max"), filepath.Join(cgroupRoot, parent, sb, "pids.max")
+		return []string{filepath.Join(cgroupRoot, "memory", parent, sb, "memory.limit_in_bytes"), filepath.Join(cgroupRoot, "pids", parent, sb, "pids.max")}
 	}
-	for _, f := range []string{memFile, pidsFile} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Errorf("the sandbox's limit: %v", err)
-			continue
+	values := map[string]string{}
+	waitFor(t, "a sandbox in the unit's cgroup", 60*time.Second, func() bool {
+		for _, cg := range sandbox.LeftoverCgroups("/" + parent) {
+			clear(values)
+			for _, f := range limits(filepath.Base(cg)) {
+				if b, err := os.ReadFile(f); err == nil {
+					values[f] = strings.TrimSpace(string(b))
+				}
+			}
+			if len(values) == 2 {
+				return true
+			}
 		}
-		v := strings.TrimSpace(string(b))
+		return false
+	})
+	for f, v := range values {
 		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n <= 0 || n >= 1<<62 {
-			t.Errorf("%s is %q, want the job's limit", f, v)
+			t.Errorf("%s is %q, want the sandbox's limit", f, v)
 		}
 	}
 	j = getJob(t, c, key, j.ID, "?wait=60")
