@@ -18,9 +18,7 @@ import (
 // runStep hands it the first step when that step is this program, or kills
 // it.
 type primed struct {
-	cmd   *exec.Cmd
-	argv  []string
-	env   []string
+	cmd   *exec.Cmd // its Args and Env are what a step must match
 	stdin io.WriteCloser
 	out   *switchWriter // discards until its job: output before it is nobody's
 	// nproc is the RLIMIT_NPROC it was started under.
@@ -36,7 +34,7 @@ func startPrimed(argv, env []string) (*primed, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("warm exec: no argv")
 	}
-	p := &primed{argv: argv, env: env, out: &switchWriter{}}
+	p := &primed{out: &switchWriter{}}
 	p.cmd = stepCmd(argv, env, p.out)
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
@@ -55,7 +53,7 @@ func startPrimed(argv, env []string) (*primed, error) {
 // environment, reading the input on stdin, its output to the tail, under
 // the RLIMIT_NPROC the job's would get.
 func (p *primed) serves(st wire.Step, env []string) bool {
-	if st.Stdin == "" || st.Stdout != "" || !slices.Equal(st.Argv, p.argv) || !slices.Equal(env, p.env) {
+	if st.Stdin == "" || st.Stdout != "" || !slices.Equal(st.Argv, p.cmd.Args) || !slices.Equal(env, p.cmd.Env) {
 		return false
 	}
 	n, err := rendererNProc()

@@ -308,7 +308,7 @@ var catalogue = map[string]*Renderer{
 			}
 			// The PDF on stdin ("-"), which pdftoppm reads whole before it
 			// parses it: so a pool sandbox can have started this very
-			// program before the job (pdftoppmPrime).
+			// program before the job (primedWarm).
 			return wire.Request{Env: plainEnv, Steps: []wire.Step{{
 				Argv: pdftoppmArgv(v.Int("dpi"), first, last, v.String("format"), v.Int("quality")), Stdin: in.Path,
 			}}}, nil

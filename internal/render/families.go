@@ -41,7 +41,7 @@ func (r *Renderer) Family() string {
 // (the agent then kills it and starts its own).
 var primed = map[string]string{FamilyPDF: "pdf-png"}
 
-// primedWarm is what a FamilyPDF-like family's sandboxes start.
+// primedWarm is what the sandboxes of a family in primed start.
 func primedWarm(renderer string) (wire.Warm, error) {
 	r := catalogue[renderer]
 	vals, err := validate(r.Name, r.Options, nil)
