@@ -165,6 +165,7 @@ func removeCgroupDir(d string) error {
 			}
 		}
 	}
+	thawDir(d) // frozen tasks (quiet.go) do not die until thawed
 	var err error
 	for i := 0; i < 50; i++ {
 		killProcs(d)

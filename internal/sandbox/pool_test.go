@@ -288,3 +288,72 @@ func TestEmptyFamilyWaitsForTheFillUnderWay(t *testing.T) {
 		}
 	}
 }
+
+// TestFillsGiveWayToRenders: while a family holds half its size ready, a
+// fill does not start while a job renders, and one under way is frozen
+// while a job renders — at most two seconds, then it finishes anyway and
+// its sandbox serves a job. Below half, fills run whatever renders.
+func TestFillsGiveWayToRenders(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	containers := func() int {
+		cs, err := m.Runsc().List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cs)
+	}
+	job := func(sb *sandbox.Sandbox) {
+		t.Helper()
+		if _, err := m.RunIn(context.Background(), sb, shJob("true", sb.Limits)); err != nil {
+			t.Fatalf("a job in a filled sandbox: %v", err)
+		}
+	}
+
+	// A job that took one of two: the fill waits for its render.
+	p := lightPool(t, m, 2, lim)
+	a := take(t, p, lim)
+	time.Sleep(time.Second)
+	if n := containers(); n != 2 {
+		t.Errorf("while a job holds its sandbox, %d containers, want 2: a fill started beside it", n)
+	}
+	job(a) // its render ends: the fill starts
+	waitReady(t, p, 2)
+
+	// Both taken: below half, the fill runs though two jobs hold theirs.
+	a, b := take(t, p, lim), take(t, p, lim)
+	waitReady(t, p, 1)
+	job(a)
+	job(b)
+
+	// A render that starts while a fill is under way freezes it, for two
+	// seconds at most. The fills here have a fifth of a core: they take
+	// seconds, time to see it happen.
+	slow := sandbox.Limits{Timeout: 30 * time.Second, CPUs: 0.2}
+	p3 := testenv.Pool(t, m, sandbox.PoolFamily{Name: "light", Warm: wire.Warm{Kind: wire.WarmNone}, Limits: slow, Size: 3})
+	testenv.Poll(t, "three ready", 2*time.Minute, func() bool { return p3.Idle("light") == 3 })
+	c, _ := p3.Take(context.Background(), "light", slow)
+	before := containers()
+	if err := c.Destroy(context.Background()); err != nil { // its claim ends: the fill starts
+		t.Fatal(err)
+	}
+	testenv.Poll(t, "the fill's container", 30*time.Second, func() bool { return containers() == before })
+	done := m.Rendering()
+	defer done()
+	testenv.Poll(t, "the fill frozen", 5*time.Second, func() bool { return len(m.Frozen()) > 0 })
+	t0 := time.Now()
+	testenv.Poll(t, "the fill thawed after two seconds", 10*time.Second, func() bool { return len(m.Frozen()) == 0 })
+	if d := time.Since(t0); d < 1500*time.Millisecond {
+		t.Errorf("the fill was frozen for %s while a job rendered, want two seconds", d)
+	}
+	testenv.Poll(t, "the fill finished while the job still rendered", time.Minute, func() bool { return p3.Idle("light") == 3 })
+	done()
+	for i := 0; i < 3; i++ {
+		sb, _ := p3.Take(context.Background(), "light", slow)
+		if sb == nil {
+			t.Fatal("no sandbox ready")
+		}
+		job(sb)
+	}
+}
