@@ -165,7 +165,6 @@ func removeCgroupDir(d string) error {
 			}
 		}
 	}
-	thawDir(d) // frozen tasks (quiet.go) do not die until thawed
 	var err error
 	for i := 0; i < 50; i++ {
 		killProcs(d)

@@ -282,7 +282,6 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 			}
 		}
 		pd.sb.Limits = lim
-		pd.sb.rendered = p.m.rendering() // ended by RunIn's render, or Destroy
 		p.event(PoolEvent{Family: name, Kind: "hit", Mode: pd.mode, Duration: time.Since(pd.born)})
 		return pd.sb, pd.mode
 	}
@@ -439,19 +438,15 @@ func (p *Pool) fill(ctx context.Context, f *family) error {
 		f.filled = make(chan struct{})
 		f.mu.Unlock()
 	}()
-	// Out of the way of jobs rendering, while the family can wait.
-	p.awaitQuiet(ctx, f)
-	z := p.freezeFill(f)
 	var sb *Sandbox
 	var err error
 	mode := ModePrebooted
 	if f.cfg.Restore {
 		mode = ModeRestored
-		sb, err = p.restoreOne(ctx, f, z)
+		sb, err = p.restoreOne(ctx, f)
 	} else {
-		sb, err = p.bootOne(ctx, f.cfg, z)
+		sb, err = p.bootOne(ctx, f.cfg)
 	}
-	z.end() // thawed before any job can take it
 	if err != nil {
 		return err
 	}
@@ -480,9 +475,8 @@ func warmArgs(w wire.Warm) ([]string, error) {
 }
 
 // bootOne creates and starts a sandbox whose agent boots the family's
-// renderer, and waits for its Ready frame; z, if set, may freeze it
-// meanwhile.
-func (p *Pool) bootOne(ctx context.Context, fc PoolFamily, z *fillFreezer) (sb *Sandbox, err error) {
+// renderer, and waits for its Ready frame.
+func (p *Pool) bootOne(ctx context.Context, fc PoolFamily) (sb *Sandbox, err error) {
 	args, err := warmArgs(fc.Warm)
 	if err != nil {
 		return nil, err
@@ -493,10 +487,8 @@ func (p *Pool) bootOne(ctx context.Context, fc PoolFamily, z *fillFreezer) (sb *
 	if err != nil {
 		return nil, err
 	}
-	z.set(sb)
 	defer func() {
 		if err != nil {
-			z.end()
 			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer dcancel()
 			err = errors.Join(err, sb.Destroy(dctx))
@@ -563,7 +555,7 @@ func (p *Pool) currentImage(ctx context.Context, f *family) (*image, error) {
 		return img, nil
 	}
 	t := time.Now()
-	tpl, err := p.bootOne(ctx, f.cfg, nil)
+	tpl, err := p.bootOne(ctx, f.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("booting the template: %w", err)
 	}
@@ -596,8 +588,8 @@ func (p *Pool) currentImage(ctx context.Context, f *family) (*image, error) {
 }
 
 // restoreOne creates a sandbox with fresh stdio and restores the family's
-// checkpoint into it; z, if set, may freeze it meanwhile.
-func (p *Pool) restoreOne(ctx context.Context, f *family, z *fillFreezer) (sb *Sandbox, err error) {
+// checkpoint into it.
+func (p *Pool) restoreOne(ctx context.Context, f *family) (sb *Sandbox, err error) {
 	img, err := p.currentImage(ctx, f)
 	if err != nil {
 		return nil, err
@@ -616,9 +608,7 @@ func (p *Pool) restoreOne(ctx context.Context, f *family, z *fillFreezer) (sb *S
 	f.mu.Lock()
 	img.restores++
 	f.mu.Unlock()
-	z.set(sb)
 	if err := sb.restore(ctx, img.dir); err != nil {
-		z.end()
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer dcancel()
 		// A broken image is not used again.

@@ -24,11 +24,6 @@ func (m *Manager) Reap(ctx context.Context) (int, error) {
 		}
 		defer unlock()
 	}
-	// A fill the predecessor froze (quiet.go) answers nothing, not even
-	// `runsc list`, and does not die, until thawed.
-	for _, d := range LeftoverCgroups("/" + m.cfg.CgroupParent) {
-		thawDir(d)
-	}
 	var errs []error
 	cs, err := m.runsc.List(ctx)
 	if err != nil {

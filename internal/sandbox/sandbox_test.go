@@ -431,7 +431,6 @@ func TestReapRemovesWhatACrashedWorkerLeft(t *testing.T) {
 	state := "/run/renderbox-test/reap-" + filepath.Base(t.TempDir())
 	cfg := sandbox.Config{StateDir: state, CgroupParent: "renderbox-test-reap-" + filepath.Base(state)}
 	crashed := testenv.Manager(t, cfg)
-	var started *sandbox.Sandbox
 	for i := 0; i < 2; i++ {
 		sb, err := crashed.Prepare(context.Background(), sandbox.Limits{})
 		if err != nil {
@@ -441,7 +440,6 @@ func TestReapRemovesWhatACrashedWorkerLeft(t *testing.T) {
 			if err := sb.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			started = sb
 		}
 		// Not destroyed: the worker "crashed" here.
 	}
@@ -451,11 +449,6 @@ func TestReapRemovesWhatACrashedWorkerLeft(t *testing.T) {
 	}
 	if len(left) < 4 {
 		t.Fatalf("leftovers before reaping = %v, want 2 containers, 2 bundles and their cgroups", left)
-	}
-	// Frozen, as a pool fill may be when the worker dies (and then it
-	// answers not even `runsc list`).
-	if !sandbox.SetFrozen(started, true) {
-		t.Fatal("could not freeze the sandbox's cgroup")
 	}
 	successor, err := sandbox.NewManager(sandbox.Config{
 		Runsc: crashed.Runsc().Path, Rootfs: crashed.Config().Rootfs, StateDir: state, CgroupParent: cfg.CgroupParent,
