@@ -92,10 +92,24 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 // checkWAL fails when the database did not switch to WAL, which happens
 // silently on file systems without shared-memory support: readers would then
 // block the writer.
+//
+// While another process opening the same new database switches it to WAL,
+// reading the mode can fail at once with SQLITE_BUSY, without the busy
+// timeout's wait (replicas starting together); it is read again, within
+// that timeout.
 func checkWAL(ctx context.Context, db *sql.DB) error {
 	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		return fmt.Errorf("read journal mode: %w", err)
+	for deadline := time.Now().Add(busyTimeout); ; {
+		err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
+		var se *sqlite.Error
+		if err != nil && errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read journal mode: %w", err)
+		}
+		break
 	}
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("journal mode is %q, want wal (put the database on a local file system)", mode)
