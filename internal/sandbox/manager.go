@@ -97,6 +97,8 @@ type Manager struct {
 
 	lockMu   sync.Mutex
 	lockFile *os.File // the state dir's lock, while held (Lock)
+
+	renders renderGate // jobs rendering now (quiet.go)
 }
 
 // NewManager locates runsc and prepares the state directory. It does not
@@ -345,6 +347,13 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	res.Timings.Start = time.Since(t)
 
 	t = time.Now()
+	// The pool's fills give way while this runs (quiet.go); for a
+	// sandbox from the pool, since the job took it.
+	if sb.rendered == nil {
+		sb.rendered = m.rendering()
+	}
+	rendered := sb.rendered
+	defer rendered()
 	type exchanged struct {
 		resp *wire.Response
 		err  error
@@ -383,6 +392,7 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 		return fail(Canceled, context.Cause(ctx), "the job was canceled")
 	case ex = <-exch:
 	}
+	rendered()
 	res.Timings.Render = time.Since(t)
 
 	if errors.Is(ex.err, wire.ErrOutputLimit) {

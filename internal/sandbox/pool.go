@@ -282,6 +282,7 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 			}
 		}
 		pd.sb.Limits = lim
+		pd.sb.rendered = p.m.rendering() // ended by RunIn's render, or Destroy
 		p.event(PoolEvent{Family: name, Kind: "hit", Mode: pd.mode, Duration: time.Since(pd.born)})
 		return pd.sb, pd.mode
 	}
@@ -438,6 +439,8 @@ func (p *Pool) fill(ctx context.Context, f *family) error {
 		f.filled = make(chan struct{})
 		f.mu.Unlock()
 	}()
+	// Out of the way of jobs rendering, while the family can wait.
+	p.awaitQuiet(ctx, f)
 	var sb *Sandbox
 	var err error
 	mode := ModePrebooted

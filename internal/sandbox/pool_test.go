@@ -288,3 +288,41 @@ func TestEmptyFamilyWaitsForTheFillUnderWay(t *testing.T) {
 		}
 	}
 }
+
+// TestFillsGiveWayToRenders: while a family holds half its size ready, a
+// fill does not start while a job renders; below half, fills run whatever
+// renders.
+func TestFillsGiveWayToRenders(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	containers := func() int {
+		cs, err := m.Runsc().List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cs)
+	}
+	job := func(sb *sandbox.Sandbox) {
+		t.Helper()
+		if _, err := m.RunIn(context.Background(), sb, shJob("true", sb.Limits)); err != nil {
+			t.Fatalf("a job in a filled sandbox: %v", err)
+		}
+	}
+
+	// A job that took one of two: the fill waits for its render.
+	p := lightPool(t, m, 2, lim)
+	a := take(t, p, lim)
+	time.Sleep(time.Second)
+	if n := containers(); n != 2 {
+		t.Errorf("while a job holds its sandbox, %d containers, want 2: a fill started beside it", n)
+	}
+	job(a) // its render ends: the fill starts
+	waitReady(t, p, 2)
+
+	// Both taken: below half, the fill runs though two jobs hold theirs.
+	a, b := take(t, p, lim), take(t, p, lim)
+	waitReady(t, p, 1)
+	job(a)
+	job(b)
+}

@@ -55,6 +55,10 @@ type Sandbox struct {
 	// The container's ends, closed once runsc create has handed them over.
 	childFiles []*os.File
 
+	// rendered ends the job's claim on the cores (quiet.go), from the
+	// pool's Take or the render's start to the response; idempotent.
+	rendered func()
+
 	// The `runsc wait` started with the agent.
 	exited   chan struct{}
 	exitCode int
@@ -301,6 +305,9 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		prev := s.state
 		s.state = StateDestroyed
 		s.mu.Unlock()
+		if s.rendered != nil {
+			s.rendered()
+		}
 		var errs []error
 		if prev != StateNew {
 			if err := s.runsc.Delete(ctx, s.ID, DeleteOpts{Force: true}); err != nil && s.exists(ctx) {
