@@ -99,17 +99,15 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 // that timeout.
 func checkWAL(ctx context.Context, db *sql.DB) error {
 	var mode string
-	for deadline := time.Now().Add(busyTimeout); ; {
+	for deadline := time.Now().Add(busyTimeout); ; time.Sleep(20 * time.Millisecond) {
 		err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
-		var se *sqlite.Error
-		if err != nil && errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-			continue
+		if err == nil {
+			break
 		}
-		if err != nil {
+		var se *sqlite.Error
+		if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
 			return fmt.Errorf("read journal mode: %w", err)
 		}
-		break
 	}
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("journal mode is %q, want wal (put the database on a local file system)", mode)
