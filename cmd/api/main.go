@@ -406,6 +406,15 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		msrv = &http.Server{Addr: c.MetricsAddr, Handler: s.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
 	}
+	// ctx is replaced here, before any goroutine reads it: a closure
+	// started earlier would race with the assignment and could read half
+	// of the old interface and half of the new (a panic in
+	// cancelCtx.Done, seen once in CI).
+	ctx, cancel := context.WithCancel(ctx)
+	hooksDone := make(chan struct{})
+	// Attempts in flight end with ctx; wait for them to be recorded
+	// before the ledger closes.
+	defer func() { cancel(); <-hooksDone }()
 	go func() {
 		if err := s.RunEvents(ctx); err != nil {
 			log.Error("applying events", "err", err)
@@ -416,11 +425,6 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 			log.Error("dispatching jobs", "err", err)
 		}
 	}()
-	hooksDone := make(chan struct{})
-	ctx, cancel := context.WithCancel(ctx)
-	// Attempts in flight end with ctx; wait for them to be recorded
-	// before the ledger closes.
-	defer func() { cancel(); <-hooksDone }()
 	go func() {
 		defer close(hooksDone)
 		if err := s.RunWebhooks(ctx); err != nil {
