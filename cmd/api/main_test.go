@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/renderbox/renderbox/internal/testenv"
 )
 
 // A command line api does not understand is refused with the usage and
@@ -103,5 +107,45 @@ func TestTrustedProxiesChecked(t *testing.T) {
 	}
 	if _, err := os.Stat(db); !os.IsNotExist(err) {
 		t.Errorf("the ledger was opened (stat: %v)", err)
+	}
+}
+
+// serve starts against a real Redis, answers /readyz and returns nil when
+// its context ends. Under the race detector (the suite's) this also holds
+// serve's own goroutines to the context they were given: they once read
+// ctx while serve replaced it, and the api panicked at start-up in
+// cancelCtx.Done.
+func TestServeStartsAndStops(t *testing.T) {
+	redis := testenv.Redis(t, false)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	t.Setenv("RENDERBOX_DB", filepath.Join(t.TempDir(), "ledger.db"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, []string{"-addr", addr, "-redis", redis}, io.Discard) }()
+	// No worker runs here, so /readyz answers 503, but with its Redis
+	// and ledger checks passing.
+	testenv.Poll(t, "the api's /readyz finding Redis and the ledger", 30*time.Second, func() bool {
+		res, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return strings.Contains(string(body), `"redis":"ok"`) && strings.Contains(string(body), `"ledger":"ok"`)
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve returned %v after its context ended, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not return within 20 s of its context ending")
 	}
 }
