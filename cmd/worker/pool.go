@@ -32,7 +32,8 @@ type poolConfig struct {
 	ImageMaxAge      time.Duration
 	ImageMaxRestores int
 	// FillWait is how long a job that finds a restored family empty waits
-	// for the restore under way before it runs cold. Default 2s.
+	// for a restore to land before it runs cold; each restore that lands
+	// starts the wait again. Default 2s.
 	FillWait time.Duration
 }
 
@@ -43,7 +44,7 @@ func (c *poolConfig) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MaxIdle, "pool-max-idle", 10*time.Minute, "replace a pool sandbox idle this long")
 	fs.DurationVar(&c.ImageMaxAge, "pool-image-max-age", 10*time.Minute, "make a fresh checkpoint image after this long")
 	fs.IntVar(&c.ImageMaxRestores, "pool-image-max-restores", 200, "make a fresh checkpoint image after this many restores")
-	fs.DurationVar(&c.FillWait, "pool-fill-wait", 2*time.Second, "a job finding a restored family empty waits this long for the restore under way before it runs cold (0: never)")
+	fs.DurationVar(&c.FillWait, "pool-fill-wait", 2*time.Second, "a job finding a restored family empty waits for its restores, and runs cold once none has landed for this long (0: never waits)")
 }
 
 // families turns the flags into the pool's families; nil means no pool.

@@ -53,8 +53,11 @@ type PoolFamily struct {
 	ImageMaxAge      time.Duration
 	ImageMaxRestores int
 	// FillWait is how long a job that finds the family empty waits for a
-	// fill under way (or starting) before it runs cold. Worth it where a fill is
-	// quicker and cheaper than a cold job (a restore); 0 never waits.
+	// fill under way (or starting) before it runs cold. Each fill that
+	// lands starts the wait again, even when another job takes it: a job
+	// runs cold only when the family has made nothing for FillWait. Worth
+	// it where a fill is quicker and cheaper than a cold job (a restore);
+	// 0 never waits.
 	FillWait time.Duration
 }
 
@@ -239,26 +242,32 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 		return nil, ""
 	}
 	defer f.poke()
-	var waitUntil <-chan time.Time
+	var patience *time.Timer
 	if f.cfg.FillWait > 0 {
-		t := time.NewTimer(f.cfg.FillWait)
-		defer t.Stop()
-		waitUntil = t.C
+		patience = time.NewTimer(f.cfg.FillWait)
+		defer patience.Stop()
 	}
+	waiting := patience != nil
 	for {
 		f.mu.Lock()
 		// A fill is under way, or about to start (the refill loop is not
 		// backing off after failures).
-		if len(f.idle) == 0 && waitUntil != nil && (f.filling || f.failures == 0) {
+		if len(f.idle) == 0 && waiting && (f.filling || f.failures == 0) {
 			filled := f.filled
 			f.mu.Unlock()
 			f.poke()
 			select {
 			case <-filled:
+				// The family is making sandboxes: whoever takes this one,
+				// the next is worth as long a wait. Under load jobs queue
+				// for fills; a cold job instead (a Chromium boot: seconds
+				// and several CPU-seconds) would slow every fill behind it.
+				patience.Reset(f.cfg.FillWait)
 				continue
-			case <-waitUntil:
-				waitUntil = nil
+			case <-patience.C:
+				waiting = false
 			case <-ctx.Done():
+				waiting = false
 			}
 			f.mu.Lock()
 		}

@@ -289,6 +289,73 @@ func TestEmptyFamilyWaitsForTheFillUnderWay(t *testing.T) {
 	}
 }
 
+// Jobs queued on an empty family get its fills one after another: each
+// fill that lands starts a job's wait again, so none runs cold while the
+// family keeps making sandboxes, however many are ahead of it. (The wait
+// once ran from the Take: under load the second job in line ran cold, a
+// Chromium boot that slowed every fill behind it.) With a fill taking
+// ≈ 0.4 s here, the sixth in line waits ≈ 2.4 s, past FillWait.
+func TestQueuedJobsWaitWhileFillsLand(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	const wait, jobs = 1500 * time.Millisecond, 6
+	var mu sync.Mutex
+	var fills []time.Time // when each fill landed
+	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
+		if e.Kind == "fill" {
+			mu.Lock()
+			fills = append(fills, time.Now())
+			mu.Unlock()
+		}
+	}, sandbox.PoolFamily{Name: "light", Warm: wire.Warm{Kind: wire.WarmNone}, Limits: lim, Size: 1, FillWait: wait})
+	waitReady(t, p, 1)
+	first := take(t, p, lim)
+	defer first.Destroy(context.Background())
+
+	type taken struct {
+		mode string
+		at   time.Time
+	}
+	got := make(chan taken, jobs)
+	start := time.Now()
+	for range jobs {
+		go func() {
+			sb, mode := p.Take(context.Background(), "light", lim)
+			at := time.Now()
+			if sb != nil {
+				if err := sb.Destroy(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}
+			got <- taken{mode, at}
+		}()
+	}
+	cold := 0
+	for range jobs {
+		tk := <-got
+		if tk.mode != "" {
+			continue
+		}
+		cold++
+		// Cold is right only when no fill had landed for FillWait.
+		mu.Lock()
+		last := start
+		for _, f := range fills {
+			if f.Before(tk.at) && f.After(last) {
+				last = f
+			}
+		}
+		mu.Unlock()
+		if gap := tk.at.Sub(last); gap < wait {
+			t.Errorf("a job ran cold %s after the last fill landed (%s after the Takes), want a wait of %s after each fill", gap.Round(time.Millisecond), tk.at.Sub(start).Round(time.Millisecond), wait)
+		}
+	}
+	mu.Lock()
+	t.Logf("%d jobs in line: %d ran cold; %d fills, the last %s after the Takes", jobs, cold, len(fills), fills[len(fills)-1].Sub(start).Round(time.Millisecond))
+	mu.Unlock()
+}
+
 // TestFillsGiveWayToRenders: while a family holds half its size ready, a
 // fill does not start while a job renders; below half, fills run whatever
 // renders.
