@@ -120,6 +120,16 @@ func run(ctx context.Context, o opts) error {
 	}()
 	out := json.NewEncoder(os.Stdout)
 	stamp := time.Now().UTC().Format(time.RFC3339)
+	// First, what this host charges for the kernel transitions every
+	// sandboxed line is made of.
+	host, err := measureHost()
+	if err != nil {
+		return err
+	}
+	if err := out.Encode(map[string]any{"time": stamp, "bench": "host", "cores": host.Cores,
+		"syscall_ns": host.SyscallNs, "thread_round_trip_us": host.SwitchUs}); err != nil {
+		return err
+	}
 
 	if o.only == "" || o.only == "lifecycle" {
 		if err := benchLifecycle(ctx, out, stamp, m, tree, n); err != nil {

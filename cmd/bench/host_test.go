@@ -1,0 +1,17 @@
+package main
+
+import "testing"
+
+// A round trip is at least four system calls (two writes, two reads) and
+// two wake-ups, so it costs more than four of the cheapest system call;
+// a mix-up of units or a read that does not block would show here.
+func TestHostCostsAreConsistent(t *testing.T) {
+	h, err := measureHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cores %d, getppid %.0f ns, thread round trip %.2f µs", h.Cores, h.SyscallNs, h.SwitchUs)
+	if h.Cores < 1 || h.SyscallNs <= 0 || h.SwitchUs*1000 <= 4*h.SyscallNs {
+		t.Errorf("got %+v: want cores ≥ 1, a system call > 0 ns and a round trip above four system calls", h)
+	}
+}
