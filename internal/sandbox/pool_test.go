@@ -256,6 +256,46 @@ func TestRestoreImagesRotate(t *testing.T) {
 	}
 }
 
+// A job that can wait does not take a restored sandbox before it has
+// settled (its Sentry's clocks calibrated again); one that cannot wait
+// (FillWait 0) takes it at once rather than running cold.
+func TestRestoredSandboxSettlesBeforeItServes(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	const settle = 2 * time.Second
+	for _, wait := range []time.Duration{0, 10 * time.Second} {
+		var mu sync.Mutex
+		var filled time.Time
+		p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
+			if e.Kind == "fill" {
+				mu.Lock()
+				filled = time.Now()
+				mu.Unlock()
+			}
+		}, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 1, Restore: true, Settle: settle, FillWait: wait})
+		waitReady(t, p, 1)
+		sb, mode := p.Take(context.Background(), "light", lim)
+		took := time.Now()
+		mu.Lock()
+		after := took.Sub(filled)
+		mu.Unlock()
+		t.Logf("fill wait %s: took a %q sandbox %s after it was restored", wait, mode, after.Round(time.Millisecond))
+		if sb == nil || mode != sandbox.ModeRestored {
+			t.Fatalf("fill wait %s: Take = %v, %q; want a restored sandbox", wait, sb, mode)
+		}
+		switch {
+		case wait > 0 && after < settle-50*time.Millisecond:
+			t.Errorf("a job that can wait took a restored sandbox %s after its restore, want at least %s", after, settle)
+		case wait == 0 && after > settle/2:
+			t.Errorf("a job that cannot wait took %s to get the restored sandbox, want it at once", after)
+		}
+		if _, err := m.RunIn(context.Background(), sb, shJob("true", lim)); err != nil {
+			t.Errorf("a job in the settled sandbox: %v", err)
+		}
+	}
+}
+
 // A job that finds its family empty while a fill is under way waits for
 // that fill (up to FillWait) instead of running cold; without FillWait it
 // runs cold at once.
