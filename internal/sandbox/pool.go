@@ -56,8 +56,8 @@ type PoolFamily struct {
 	// wait takes it: gVisor restarts its clock calibration on restore,
 	// and until its first update a second later every clock_gettime of
 	// the renderer is a system call the Sentry serves rather than a vDSO
-	// read. Default RestoreSettle for restored families; booted ones are
-	// ready when filled.
+	// read. Worth it for a renderer that reads the clock often
+	// (RestoreSettle); 0, and for booted sandboxes, ready when filled.
 	Settle time.Duration
 	// FillWait is how long a job that finds the family empty waits for a
 	// fill under way (or starting) before it runs cold. Each fill that
@@ -77,9 +77,6 @@ func (f PoolFamily) withDefaults() PoolFamily {
 	}
 	if f.ImageMaxRestores == 0 {
 		f.ImageMaxRestores = 200
-	}
-	if f.Settle == 0 && f.Restore {
-		f.Settle = RestoreSettle
 	}
 	f.Limits = f.Limits.WithDefaults()
 	return f
@@ -146,7 +143,7 @@ type pooled struct {
 	mem     int64
 }
 
-// RestoreSettle is a restored sandbox's Settle by default. Measured with
+// RestoreSettle is the Settle of a restored Chromium. Measured with
 // runsc --strace on a restored Chromium whose job came 0.2 s after its
 // restore: 4,900 of the job's 7,700 system calls were clock_gettime
 // (CLOCK_MONOTONIC), all until the Sentry logged "CalibratedClock
@@ -495,8 +492,11 @@ func (p *Pool) fill(ctx context.Context, f *family) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	pd := &pooled{sb: sb, mode: mode, born: now, settled: now.Add(f.cfg.Settle), mem: memoryUsage(sb.cgroup)}
+	pd := &pooled{sb: sb, mode: mode, born: time.Now(), mem: memoryUsage(sb.cgroup)}
+	pd.settled = pd.born
+	if mode == ModeRestored {
+		pd.settled = pd.born.Add(f.cfg.Settle)
+	}
 	f.mu.Lock()
 	f.idle = append(f.idle, pd)
 	f.lastMem = pd.mem
