@@ -59,11 +59,20 @@ func (m *Manager) rendering() func() {
 // refills at once).
 func (f *family) reserve() int { return (f.cfg.Size + 1) / 2 }
 
-// yielding reports whether the family's fills should give way to jobs now.
+// yielding reports whether the family's fills should give way to jobs now:
+// whether it holds its reserve of settled sandboxes. One still settling
+// does not count: a job would wait for it, and the cores the fill left
+// to the renders would stand idle.
 func (f *family) yielding() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.idle) >= f.reserve()
+	now, n := time.Now(), 0
+	for _, pd := range f.idle {
+		if !now.Before(pd.settled) {
+			n++
+		}
+	}
+	return n >= f.reserve()
 }
 
 // awaitQuiet returns when no job is rendering, or the family is below its
