@@ -73,8 +73,9 @@ func PoolFamilies() []sandbox.PoolFamily {
 		// one settles first (sandbox.RestoreSettle). LibreOffice does not
 		// wait: with one office sandbox, make bench's serial office-pdf
 		// jobs waited for each restore and its settle, p50 1,877 ms
-		// against 739.
-		{Name: FamilyChromium, Warm: wire.Warm{Kind: wire.WarmBrowser, Argv: chromiumArgs, Env: chromiumEnv}, Settle: sandbox.RestoreSettle},
+		// against 739. Chromium's template runs on a few seconds before
+		// its checkpoint, its start-up work done (sandbox.TemplateWait).
+		{Name: FamilyChromium, Warm: wire.Warm{Kind: wire.WarmBrowser, Argv: chromiumArgs, Env: chromiumEnv}, Settle: sandbox.RestoreSettle, TemplateWait: sandbox.TemplateWait},
 		{Name: FamilyOffice, Warm: wire.Warm{Kind: wire.WarmOffice, Env: officeEnv}},
 		{Name: FamilyPDF},
 		{Name: FamilyLight},

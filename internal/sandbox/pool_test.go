@@ -464,3 +464,23 @@ func TestSettlingSandboxesAreNoReserve(t *testing.T) {
 		t.Errorf("the job: %v", err)
 	}
 }
+
+// A template runs TemplateWait before it is checkpointed.
+func TestTemplateRunsBeforeItsCheckpoint(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	const wait = 3 * time.Second
+	images := make(chan time.Duration, 4)
+	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
+		if e.Kind == "image" {
+			images <- e.Duration
+		}
+	}, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 1, Restore: true, TemplateWait: wait})
+	waitReady(t, p, 1)
+	d := <-images
+	t.Logf("image made in %s", d.Round(time.Millisecond))
+	if d < wait {
+		t.Errorf("the image was made %s after its template started booting, want at least its TemplateWait (%s)", d, wait)
+	}
+}
