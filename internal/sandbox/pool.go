@@ -148,6 +148,9 @@ type pooled struct {
 	mem     int64
 }
 
+// isSettled reports whether a job that can wait may take it at now.
+func (pd *pooled) isSettled(now time.Time) bool { return !now.Before(pd.settled) }
+
 // RestoreSettle is the Settle of a restored Chromium. Measured with
 // runsc --strace on a restored Chromium whose job came 0.2 s after its
 // restore: 4,900 of the job's 7,700 system calls were clock_gettime
@@ -288,7 +291,7 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 		// Nothing settled is ready, and a sandbox is settling or a fill is
 		// under way or about to start (the refill loop is not backing off
 		// after failures). The oldest sandbox settles first.
-		if waiting && (len(f.idle) == 0 || time.Now().Before(f.idle[0].settled)) &&
+		if waiting && (len(f.idle) == 0 || !f.idle[0].isSettled(time.Now())) &&
 			(len(f.idle) > 0 || f.filling || f.failures == 0) {
 			filled := f.filled
 			settle := time.NewTimer(time.Hour)

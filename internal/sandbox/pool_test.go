@@ -27,15 +27,20 @@ func lightPool(t *testing.T, m *sandbox.Manager, size int, lim sandbox.Limits) *
 	return p
 }
 
-func waitReady(t *testing.T, p *sandbox.Pool, n int) {
+func waitReady(t *testing.T, p *sandbox.Pool, n int) { t.Helper(); waitIdle(t, p, n, time.Minute) }
+
+// waitIdle fails the test unless the light family holds n idle sandboxes
+// within d; it returns how long that took.
+func waitIdle(t *testing.T, p *sandbox.Pool, n int, d time.Duration) time.Duration {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	t0 := time.Now()
 	for p.Idle("light") < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sandboxes ready after a minute, want %d", p.Idle("light"), n)
+		if time.Since(t0) > d {
+			t.Fatalf("%d sandboxes ready after %s, want %d", p.Idle("light"), d, n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return time.Since(t0)
 }
 
 func take(t *testing.T, p *sandbox.Pool, lim sandbox.Limits) *sandbox.Sandbox {
@@ -452,14 +457,8 @@ func TestSettlingSandboxesAreNoReserve(t *testing.T) {
 	if a == nil || mode != sandbox.ModeRestored {
 		t.Fatalf("Take = %v, %q; want a restored sandbox", a, mode)
 	}
-	t0 := time.Now()
-	for p.Idle("light") < 2 {
-		if time.Since(t0) > 20*time.Second {
-			t.Fatalf("the family's one idle sandbox is settling and a job renders: %d idle after %s, want its fill to run beside the render", p.Idle("light"), time.Since(t0).Round(time.Second))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Logf("refilled beside the render in %s", time.Since(t0).Round(time.Millisecond))
+	t.Log("the family's one idle sandbox settles for a minute while a job renders: its fill must run beside the render")
+	t.Logf("refilled beside the render in %s", waitIdle(t, p, 2, 20*time.Second).Round(time.Millisecond))
 	if _, err := m.RunIn(context.Background(), a, shJob("true", lim)); err != nil {
 		t.Errorf("the job: %v", err)
 	}

@@ -68,7 +68,7 @@ func (f *family) yielding() bool {
 	defer f.mu.Unlock()
 	now, n := time.Now(), 0
 	for _, pd := range f.idle {
-		if !now.Before(pd.settled) {
+		if pd.isSettled(now) {
 			n++
 		}
 	}
