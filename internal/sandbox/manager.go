@@ -363,15 +363,16 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 		r, err := sb.Exchange(&req, input)
 		exch <- exchanged{r, err}
 	}()
-	waited := make(chan int, 1)
+	type ended struct {
+		code int
+		err  error
+	}
+	waited := make(chan ended, 1)
 	go func() {
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), lim.Timeout+time.Minute)
 		defer wcancel()
 		code, err := sb.Wait(wctx)
-		if err != nil {
-			code = -1
-		}
-		waited <- code
+		waited <- ended{code, err}
 	}()
 
 	kill := func() {
@@ -401,13 +402,17 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	}
 	// An agent that answered has nothing more to say: the sandbox is
 	// destroyed without waiting for it to exit (gVisor's teardown of the
-	// container and `runsc wait` noticing took ≈ 40 ms of every job). One
+	// container took ≈ 40 ms of every job). One
 	// that did not answer is given a moment to exit, for its status.
 	exited := false
 	if ex.err != nil {
 		select {
-		case res.ExitStatus = <-waited:
-			exited = res.ExitStatus >= 0
+		case e := <-waited:
+			if exited = e.err == nil; exited {
+				res.ExitStatus = e.code
+			} else {
+				ex.err = fmt.Errorf("%w; %w", ex.err, e.err)
+			}
 		case <-time.After(waitGrace):
 			kill()
 		}

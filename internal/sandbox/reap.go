@@ -11,7 +11,8 @@ import (
 
 // Reap removes what a crashed predecessor left behind in this manager's
 // state dir and cgroup parent: containers (`runsc list` → kill →
-// `delete --force`), bundle directories and cgroups. It returns how many
+// `delete --force`), bundle directories, cgroups and the lock files runsc
+// left for containers it no longer knows (Strays). It returns how many
 // containers it deleted. Call it before taking jobs. It needs the state
 // dir's lock (Lock): taken for the call unless this manager holds it, and
 // refused with *BusyError while a running worker holds it, whose sandboxes
@@ -52,6 +53,11 @@ func (m *Manager) Reap(ctx context.Context) (int, error) {
 			errs = append(errs, err)
 		}
 	}
+	for _, f := range m.runsc.Strays() {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
 	if len(cs) > 0 {
 		m.log.Warn("reaped sandboxes left by a predecessor", "count", len(cs))
 	}
@@ -59,7 +65,8 @@ func (m *Manager) Reap(ctx context.Context) (int, error) {
 }
 
 // Leftovers lists what this manager's sandboxes left behind: containers
-// runsc still knows, bundle directories and cgroups. Empty means clean.
+// runsc still knows, bundle directories, cgroups and runsc's stray lock
+// files. Empty means clean.
 func (m *Manager) Leftovers(ctx context.Context) ([]string, error) {
 	var left []string
 	cs, err := m.runsc.List(ctx)
@@ -78,6 +85,9 @@ func (m *Manager) Leftovers(ctx context.Context) ([]string, error) {
 	}
 	for _, d := range LeftoverCgroups("/" + m.cfg.CgroupParent) {
 		left = append(left, "cgroup "+d)
+	}
+	for _, f := range m.runsc.Strays() {
+		left = append(left, "runsc file "+filepath.Base(f))
 	}
 	return left, nil
 }

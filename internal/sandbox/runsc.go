@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -134,27 +135,6 @@ func (r *Runsc) Start(ctx context.Context, id string) error {
 	return err
 }
 
-// Wait blocks until the container's process exits and returns its exit
-// status (128+signal when it was killed by one). The container must have
-// been started.
-func (r *Runsc) Wait(ctx context.Context, id string) (int, error) {
-	out, err := r.run(ctx, []string{"wait", id}, nil)
-	if err != nil {
-		return -1, err
-	}
-	return parseWait(id, out)
-}
-
-func parseWait(id string, out []byte) (int, error) {
-	var res struct {
-		ExitStatus int `json:"exitStatus"`
-	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		return -1, fmt.Errorf("runsc wait %s: decoding %q: %w", id, out, err)
-	}
-	return res.ExitStatus, nil
-}
-
 // KillOpts are the options of `runsc kill`.
 type KillOpts struct {
 	Signal int
@@ -223,6 +203,38 @@ func (r *Runsc) List(ctx context.Context) ([]ContainerState, error) {
 		}
 	}
 	return cs, nil
+}
+
+// Strays lists the files runsc left under Root for containers it no longer
+// knows: a lock file with no state file beside it. `runsc delete` of a
+// container that is already gone (a template sandbox ends with its
+// checkpoint) makes the container's lock file to look for it, and leaves
+// it there for the life of the directory. Only meaningful while no runsc
+// command is making a container under Root.
+func (r *Runsc) Strays() []string {
+	locks, _ := filepath.Glob(filepath.Join(r.Root, "*.lock"))
+	var strays []string
+	for _, l := range locks {
+		if _, err := os.Stat(strings.TrimSuffix(l, ".lock") + ".state"); errors.Is(err, os.ErrNotExist) {
+			strays = append(strays, l)
+		}
+	}
+	return strays
+}
+
+// forget removes the lock file of container id if runsc no longer knows
+// the container (Strays); call once nothing runs runsc on id any more.
+func (r *Runsc) forget(id string) error {
+	// runsc/container names them <container>_sandbox:<sandbox>.<ext>; a
+	// sandbox here holds one container of the same id.
+	base := filepath.Join(r.Root, id+"_sandbox:"+id)
+	if _, err := os.Stat(base + ".state"); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := os.Remove(base + ".lock"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing runsc's lock file: %w", err)
+	}
+	return nil
 }
 
 // CheckpointOpts are the options of `runsc checkpoint`.

@@ -59,11 +59,9 @@ type Sandbox struct {
 	// pool's Take or the render's start to the response; idempotent.
 	rendered func()
 
-	// The `runsc wait` started with the agent.
-	exited   chan struct{}
-	exitCode int
-	waitErr  error
-	stopWait context.CancelFunc
+	// The sandbox process's end, from the moment runsc handed it over
+	// (adopt.go).
+	exit *exit
 
 	destroyOnce sync.Once
 	destroyErr  error
@@ -148,12 +146,21 @@ func (s *Sandbox) spawn(ctx context.Context, run func(pidFile string, in, out, e
 	go func() { _, _ = io.Copy(s.stderr, errR); errR.Close() }()
 
 	pidFile := filepath.Join(s.bundle, "sandbox.pid")
-	err = run(pidFile, inR, outW, errW)
+	if err = adopt(); err == nil {
+		err = run(pidFile, inR, outW, errW)
+	}
 	if err == nil {
 		// runsc (not the sandbox) writes this: the host pid of the
-		// sandbox process, for a kill that costs no runsc start-up.
-		if b, rerr := os.ReadFile(pidFile); rerr == nil {
-			s.pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		// sandbox process, whose end this process waits for and which a
+		// kill reaches without a runsc start-up.
+		b, rerr := os.ReadFile(pidFile)
+		if rerr == nil {
+			s.pid, rerr = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		if rerr != nil || s.pid <= 1 {
+			err = fmt.Errorf("reading the sandbox's pid file: %v (%q)", rerr, b)
+		} else {
+			s.exit = watchPid(s.pid)
 		}
 	}
 	// The sandbox holds its own copies now; ours would keep the pipes open.
@@ -169,54 +176,34 @@ func (s *Sandbox) spawn(ctx context.Context, run func(pidFile string, in, out, e
 	return nil
 }
 
-// Start starts the agent in a created sandbox, and a `runsc wait` right
-// after it (runsc refuses to wait on a container that has not started).
-// If the agent is gone before the wait attaches, Wait reports ErrGone.
+// Start starts the agent in a created sandbox.
 func (s *Sandbox) Start(ctx context.Context) error {
 	if err := s.transition(StateRunning, StateCreated); err != nil {
 		return err
 	}
-	if err := s.runsc.Start(ctx, s.ID); err != nil {
-		return err
-	}
-	s.watch(ctx)
-	return nil
+	return s.runsc.Start(ctx, s.ID)
 }
 
-// watch starts the `runsc wait` that tells when the agent exits.
-func (s *Sandbox) watch(ctx context.Context) {
-	s.exited = make(chan struct{})
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.stopWait = cancel
-	go func() {
-		defer close(s.exited)
-		s.exitCode, s.waitErr = s.runsc.Wait(wctx, s.ID)
-		var ee *ExitError
-		if errors.As(s.waitErr, &ee) && strings.Contains(ee.Stderr, "no longer running") {
-			s.waitErr = ErrGone
-		}
-	}()
-}
-
-// alive reports whether a started sandbox's agent has not exited.
+// alive reports whether a created or started sandbox has not ended.
 func (s *Sandbox) alive() bool {
-	if s.exited == nil {
-		return s.State() == StateCreated
+	if s.exit != nil {
+		select {
+		case <-s.exit.done:
+			return false
+		default:
+		}
 	}
-	select {
-	case <-s.exited:
-		return false
-	default:
-		return s.State() == StateRunning
-	}
+	st := s.State()
+	return st == StateCreated || st == StateRunning
 }
 
 // ErrNotDelivered means the agent was gone before it had read the whole
 // request: whatever ended it, the job had no part in it.
 var ErrNotDelivered = errors.New("the request did not reach the agent")
 
-// ErrGone means the sandbox exited before its exit status could be read.
-var ErrGone = errors.New("sandbox exited before its status was read")
+// ErrGone means the sandbox ended without its container's exit status:
+// killed from outside, or gVisor itself failed (adopt.go).
+var ErrGone = errors.New("the sandbox ended without its container's status")
 
 // Exchange sends the request and reads the response with the sandbox's
 // output caps. It returns an error wrapping wire.ErrOutputLimit as soon as
@@ -255,20 +242,20 @@ func (s *Sandbox) Exchange(req *wire.Request, input io.Reader) (*wire.Response, 
 	return resp, nil
 }
 
-// Wait waits for the agent to exit and returns its exit status.
+// Wait waits for the agent to exit and returns its exit status: the
+// status the sandbox process ended with, or an error wrapping ErrGone
+// when gVisor did not live to say it.
 func (s *Sandbox) Wait(ctx context.Context) (int, error) {
-	if s.exited == nil {
+	if s.exit == nil || s.State() < StateRunning {
 		return -1, fmt.Errorf("sandbox %s: wait in state %s", s.ID, s.State())
 	}
 	select {
-	case <-s.exited:
+	case <-s.exit.done:
 	case <-ctx.Done():
 		return -1, ctx.Err()
 	}
-	if s.waitErr == nil || errors.Is(s.waitErr, ErrGone) {
-		_ = s.transition(StateStopped, StateRunning)
-	}
-	return s.exitCode, s.waitErr
+	_ = s.transition(StateStopped, StateRunning)
+	return s.exit.status()
 }
 
 // Kill kills every process in the sandbox.
@@ -278,8 +265,8 @@ func (s *Sandbox) Wait(ctx context.Context) (int, error) {
 // (which on a loaded host takes long enough to miss a deadline); `runsc
 // kill` follows for the container's own bookkeeping.
 func (s *Sandbox) Kill(ctx context.Context) error {
-	if s.pid > 1 {
-		_ = syscall.Kill(s.pid, syscall.SIGKILL)
+	if s.exit != nil {
+		s.exit.signal(syscall.SIGKILL)
 	}
 	return s.runsc.Kill(ctx, s.ID, KillOpts{Signal: 9, All: true})
 }
@@ -312,10 +299,9 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		if prev != StateNew {
 			if err := s.runsc.Delete(ctx, s.ID, DeleteOpts{Force: true}); err != nil && s.exists(ctx) {
 				errs = append(errs, err)
+			} else if err := s.runsc.forget(s.ID); err != nil {
+				errs = append(errs, err)
 			}
-		}
-		if s.stopWait != nil {
-			s.stopWait()
 		}
 		for _, f := range []*os.File{s.stdin, s.stdout} {
 			if f != nil {
@@ -359,9 +345,5 @@ func (s *Sandbox) restore(ctx context.Context, imageDir string) error {
 		return s.runsc.Restore(ctx, s.ID, RestoreOpts{Bundle: s.bundle, ImagePath: imageDir, PidFile: pidFile,
 			Stdin: in, Stdout: out, Stderr: errw})
 	})
-	if err != nil {
-		return err
-	}
-	s.watch(ctx)
-	return nil
+	return err
 }

@@ -7,12 +7,15 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -294,6 +297,49 @@ func TestAgentDeathIsRenderFailed(t *testing.T) {
 	e := wantOutcome(t, err, sandbox.RenderFailed)
 	if !strings.Contains(e.Msg, "agent ended without answering") || time.Since(t0) > 15*time.Second {
 		t.Errorf("after %s: %v; want the agent's death reported at once", time.Since(t0), err)
+	}
+}
+
+// The worker is its sandboxes' parent (adopt.go): their status comes from
+// wait4, not a `runsc wait` per sandbox. A sandbox process killed from
+// outside (as the host's OOM killer would) did not report its agent's
+// status: the job's sandbox failed, and it is retried.
+func TestSandboxKilledFromOutsideIsSandboxFailure(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	sb, err := m.Prepare(context.Background(), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := m.Runsc().List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := 0
+	for _, c := range cs {
+		if c.ID == sb.ID {
+			pid = c.Pid
+		}
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("sandbox process %d: %v", pid, err)
+	}
+	// "pid (comm) state ppid …"
+	f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+	if ppid, _ := strconv.Atoi(f[1]); ppid != os.Getpid() {
+		t.Errorf("the sandbox process's parent is %d, want this process (%d): it was not adopted", ppid, os.Getpid())
+	}
+	go func() {
+		time.Sleep(3 * time.Second)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}()
+	t0 := time.Now()
+	_, err = m.RunIn(context.Background(), sb, shJob("sleep 25", lim))
+	e := wantOutcome(t, err, sandbox.SandboxFailure)
+	if !errors.Is(err, sandbox.ErrGone) || !strings.Contains(e.Error(), "killed") || time.Since(t0) > 15*time.Second {
+		t.Errorf("after %s: %v; want the sandbox's death (killed, ErrGone) reported at once", time.Since(t0), err)
 	}
 }
 
