@@ -2,9 +2,10 @@
 # Starts a local redis-server for development and tests if none answers on
 # $RENDERBOX_REDIS (default 127.0.0.1:6379): noeviction, a maxmemory
 # ($RENDERBOX_REDIS_MAXMEMORY, default 1gb) that the API keeps under with
-# 503 queue_full, and append-only persistence, as deploy/redis.conf asks of
-# production. Its directory is 0700 and its files 0600 (umask 077): the
-# queue holds every tenant's inputs, outputs and job options. Idempotent.
+# 503 queue_full, and append-only persistence without RDB snapshots, as
+# deploy/redis.conf asks of production. Its directory is 0700 and its
+# files 0600 (umask 077): the queue holds every tenant's inputs, outputs
+# and job options. Idempotent.
 set -euo pipefail
 addr=${RENDERBOX_REDIS:-127.0.0.1:6379}
 host=${addr%:*}
@@ -19,7 +20,7 @@ umask 077
 mkdir -p "$dir"
 chmod 0700 "$dir"
 redis-server --bind "$host" --port "$port" --dir "$dir" --daemonize yes \
-  --appendonly yes --appendfsync everysec \
+  --appendonly yes --appendfsync everysec --save "" \
   --maxmemory "${RENDERBOX_REDIS_MAXMEMORY:-1gb}" --maxmemory-policy noeviction \
   --logfile "$dir/redis.log" --pidfile "$dir/redis.pid"
 for _ in $(seq 50); do
