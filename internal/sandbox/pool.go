@@ -294,17 +294,18 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 		if waiting && (len(f.idle) == 0 || !f.idle[0].isSettled(time.Now())) &&
 			(len(f.idle) > 0 || f.filling || f.failures == 0) {
 			filled := f.filled
-			settle := time.NewTimer(time.Hour)
+			// nil while nothing is settling: only a fill ends the wait.
+			// (A timer nobody references is collected, stopped or not.)
+			var settle <-chan time.Time
 			if len(f.idle) > 0 {
-				settle.Reset(time.Until(f.idle[0].settled))
+				settle = time.After(time.Until(f.idle[0].settled))
 			}
 			f.mu.Unlock()
 			f.poke()
 			select {
-			case <-settle.C:
+			case <-settle:
 				continue
 			case <-filled:
-				settle.Stop()
 				// The family is making sandboxes: whoever takes this one,
 				// the next is worth as long a wait. Under load jobs queue
 				// for fills; a cold job instead (a Chromium boot: seconds
@@ -317,7 +318,6 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 			case <-ctx.Done():
 				waiting = false
 			}
-			settle.Stop()
 			f.mu.Lock()
 		}
 		if len(f.idle) == 0 {
