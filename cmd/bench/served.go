@@ -64,8 +64,9 @@ type servedLine struct {
 	Modes map[string]float64 `json:"sandbox_modes,omitempty"`
 	// SerialMean splits the serial phase's mean latency (total, at the
 	// client) by the worker's metrics: queue_wait (the API's acceptance to
-	// the attempt's start), the sandbox's create, start and render phases
-	// (per job: create and start are zero where a pool sandbox was ready),
+	// the attempt's start), the sandbox's take (the wait for the pool),
+	// create, start and render phases (per job: create and start are zero
+	// where a pool sandbox was ready),
 	// and other (the rest: intake, the worker's Redis round trips, storing
 	// and reporting the result, the download). Absent without the metrics.
 	SerialMean map[string]float64 `json:"serial_mean_ms,omitempty"`

@@ -88,6 +88,14 @@ func TestOperatorDashboards(t *testing.T) {
 	if w := webhookOf(t, s.client, key, j.ID); w.State != "delivered" {
 		t.Fatalf("the job's webhook: %+v", w)
 	}
+	// The job's wait for the light family's pool sandbox is a phase of
+	// its own, beside the render.
+	for _, phase := range []string{"take", "render"} {
+		want := `renderbox_sandbox_phase_seconds_count{phase="` + phase + `",renderer="svg-png"} 1`
+		if m := scrape(t, "http://"+wm.Addr+"/metrics"); !strings.Contains(m, want) {
+			t.Errorf("the worker's /metrics lack %s", want)
+		}
+	}
 	served := map[string]bool{}
 	for _, url := range []string{s.metrics, "http://" + wm.Addr + "/metrics"} {
 		for _, line := range strings.Split(scrape(t, url), "\n") {

@@ -259,6 +259,15 @@ func fits(lim, pool Limits, prebooted bool) string {
 	return ""
 }
 
+// Serves reports whether the pool keeps sandboxes of family name.
+func (p *Pool) Serves(name string) bool {
+	if p == nil {
+		return false
+	}
+	f := p.fams[name]
+	return f != nil && f.cfg.Size > 0
+}
+
 // Take returns an idle sandbox of the family for a job with limits lim,
 // its cgroup limits lowered to lim's, and how it was made; nil when the
 // family has none ready (the caller then runs the job cold). The sandbox

@@ -28,7 +28,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "renderbox_worker_jobs_total", Help: "Jobs run, by renderer, outcome and how the sandbox was made (cold, prebooted, restored).",
 		}, []string{"renderer", "outcome", "mode"}),
 		Phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "renderbox_sandbox_phase_seconds", Help: "Sandbox phases: create, start, render, teardown.",
+			Name: "renderbox_sandbox_phase_seconds", Help: "Sandbox phases: take (waiting for the pool: a settling sandbox or a fill, or giving up), create, start, render, teardown.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 		}, []string{"renderer", "phase"}),
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -140,6 +140,16 @@ func (m *Metrics) observe(renderer string, o sandbox.Outcome, mode string, res *
 			m.Phase.WithLabelValues(renderer, phase).Observe(d)
 		}
 	}
+}
+
+// took records how long a job waited for the pool: to take a sandbox
+// (settling, or a fill under way, when none was ready) or to give up and
+// run cold.
+func (m *Metrics) took(renderer string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.Phase.WithLabelValues(renderer, "take").Observe(d.Seconds())
 }
 
 // teardown records how long destroying a job's sandbox took.

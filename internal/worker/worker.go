@@ -286,7 +286,12 @@ func diagnosticsOf(res *sandbox.Result) *queue.Diagnostics {
 // ready, else in a cold one, and calls then with the result and the
 // sandbox's mode before the sandbox is torn down.
 func (h *Handler) run(ctx context.Context, renderer, family string, job sandbox.Job, input []byte, then func(*sandbox.Result, string, error)) {
-	if sb, mode := h.Pool.Take(ctx, family, job.Limits); sb != nil {
+	t := time.Now()
+	sb, mode := h.Pool.Take(ctx, family, job.Limits)
+	if h.Pool.Serves(family) {
+		h.Metrics.took(renderer, time.Since(t))
+	}
+	if sb != nil {
 		broken := false
 		res, err := h.Manager.RunThen(ctx, sb, job, func(res *sandbox.Result, err error) {
 			// A pool sandbox that broke (it died while idle, its restore
