@@ -50,8 +50,6 @@ type Sandbox struct {
 	stdin  *os.File
 	stdout *os.File
 	stderr *ring
-	// pid is the host pid of the sandbox process, 0 if unknown.
-	pid int
 	// The container's ends, closed once runsc create has handed them over.
 	childFiles []*os.File
 
@@ -153,14 +151,15 @@ func (s *Sandbox) spawn(ctx context.Context, run func(pidFile string, in, out, e
 		// runsc (not the sandbox) writes this: the host pid of the
 		// sandbox process, whose end this process waits for and which a
 		// kill reaches without a runsc start-up.
+		pid := 0
 		b, rerr := os.ReadFile(pidFile)
 		if rerr == nil {
-			s.pid, rerr = strconv.Atoi(strings.TrimSpace(string(b)))
+			pid, rerr = strconv.Atoi(strings.TrimSpace(string(b)))
 		}
-		if rerr != nil || s.pid <= 1 {
+		if rerr != nil || pid <= 1 {
 			err = fmt.Errorf("reading the sandbox's pid file: %v (%q)", rerr, b)
 		} else {
-			s.exit = watchPid(s.pid)
+			s.exit = watchPid(pid)
 		}
 	}
 	// The sandbox holds its own copies now; ours would keep the pipes open.
