@@ -157,6 +157,9 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		lookup = render.LookupWithDiagnostics
 	}
 	sub, rd, err := readSubmission(r, s.Limits.MaxBodyBytes, lookup)
+	if err != nil {
+		abandonBody(w, r)
+	}
 	if err != nil && bodyTooSlow(r) {
 		w.Header().Set("Connection", "close")
 		problem(w, http.StatusRequestTimeout, "request_timeout", fmt.Sprintf("the request body arrived slower than %d bytes/s after a grace of %s", s.HTTP.MinRate, s.HTTP.BodyTimeout))
