@@ -230,19 +230,24 @@ func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: Content-Type must be multipart/form-data or application/json", errUnsupportedMediaType)
 	}
-	var in *intake
-	switch ct {
-	case "application/json":
-		in = newIntake(r, true, maxBody, lookup)
-		err = in.readJSON()
-	case "multipart/form-data":
-		if params["boundary"] == "" {
-			return nil, nil, fmt.Errorf("%w: multipart body without a boundary", errBadRequest)
-		}
-		in = newIntake(r, false, maxBody, lookup)
-		err = in.readMultipart(params["boundary"])
-	default:
+	switch {
+	case ct != "application/json" && ct != "multipart/form-data":
 		return nil, nil, fmt.Errorf("%w: Content-Type %s is not multipart/form-data or application/json", errUnsupportedMediaType, quoteBounded(ct))
+	case ct == "multipart/form-data" && params["boundary"] == "":
+		return nil, nil, fmt.Errorf("%w: multipart body without a boundary", errBadRequest)
+	}
+	in := newIntake(r, ct == "application/json", maxBody, lookup)
+	// Refused before the first read, so before net/http's 100 Continue:
+	// a client that waits for it never sends the body and reads the 413
+	// whole. The renderer is inside the body, so the bound is the route's.
+	if r.ContentLength > in.body.limit {
+		return nil, nil, fmt.Errorf("%w: the request body is declared as %d bytes (Content-Length), over the %d bytes a submission may be; each renderer's max_input_bytes is in GET /v1/renderers",
+			errBodyTooLarge, r.ContentLength, in.body.limit)
+	}
+	if in.json {
+		err = in.readJSON()
+	} else {
+		err = in.readMultipart(params["boundary"])
 	}
 	if err != nil {
 		return nil, nil, err

@@ -157,6 +157,9 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		lookup = render.LookupWithDiagnostics
 	}
 	sub, rd, err := readSubmission(r, s.Limits.MaxBodyBytes, lookup)
+	if err != nil {
+		abandonBody(w, r)
+	}
 	if err != nil && bodyTooSlow(r) {
 		w.Header().Set("Connection", "close")
 		problem(w, http.StatusRequestTimeout, "request_timeout", fmt.Sprintf("the request body arrived slower than %d bytes/s after a grace of %s", s.HTTP.MinRate, s.HTTP.BodyTimeout))
@@ -418,7 +421,10 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.HTTP.WriteTimeout +
 		time.Duration(float64(blob.Size())/float64(s.HTTP.MinRate)*float64(time.Second))))
 	// ServeContent streams the blob a chunk at a time and answers Range,
-	// If-Range, If-None-Match and HEAD.
+	// If-Range, If-None-Match and HEAD; boundRanges first merges the
+	// ranges and drops a Range of too many, so no request has Redis send
+	// much more than it answers.
+	boundRanges(r, blob.Size())
 	http.ServeContent(&rangeProblem{ResponseWriter: w}, r, "", job.FinishedAt, blob)
 }
 
@@ -446,7 +452,11 @@ func (w *rangeProblem) WriteHeader(status int) {
 		return
 	}
 	w.refused = true // Content-Range (bytes */size) stays
-	problem(w.ResponseWriter, status, "range_not_satisfiable", "the Range header asks for no byte of the output; its size is in Content-Range")
+	detail := "the Range header asks for no byte of the output; its size is in Content-Range"
+	if w.Header().Get("Content-Range") == "" {
+		detail = "the Range header is malformed: want bytes=first-last, bytes=first- or bytes=-suffix, several comma-separated"
+	}
+	problem(w.ResponseWriter, status, "range_not_satisfiable", detail)
 }
 
 func (w *rangeProblem) Write(b []byte) (int, error) {

@@ -67,12 +67,21 @@ type answer struct {
 
 func (k *keyed) call(method, path, contentType, body string) answer {
 	k.t.Helper()
+	return k.do(method, path, map[string]string{"Content-Type": contentType}, body)
+}
+
+// do sends a request with k's key and the given headers (those set to ""
+// left out) and reads the answer whole.
+func (k *keyed) do(method, path string, header map[string]string, body string) answer {
+	k.t.Helper()
 	req, _ := http.NewRequest(method, k.srv.URL+path, strings.NewReader(body))
 	// Whatever Host a client writes, no URL the API answers comes from it.
 	req.Host = "attacker.example"
 	req.Header.Set("Authorization", "Bearer "+k.key)
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+	for h, v := range header {
+		if v != "" {
+			req.Header.Set(h, v)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

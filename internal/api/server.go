@@ -110,7 +110,11 @@ func (s *Server) MetricsHandler() http.Handler {
 }
 
 // bodyState is what paceBody learned about a request's body.
-type bodyState struct{ tooSlow atomic.Bool }
+type bodyState struct {
+	tooSlow atomic.Bool
+	started atomic.Bool // a Read was made: a 100 Continue went out if asked for
+	ended   atomic.Bool // the body was read to its end
+}
 
 type bodyStateKey struct{}
 
@@ -120,6 +124,37 @@ func bodyTooSlow(r *http.Request) bool {
 	st, _ := r.Context().Value(&bodyStateKey{}).(*bodyState)
 	return st != nil && st.tooSlow.Load()
 }
+
+// abandonBody is called before answering a request whose body the
+// handler began to read and will not finish. It has net/http treat the
+// body as cut off at a limit: the answer is sent, the connection
+// half-closed (FIN) and closed only after a grace, so a client still
+// sending reads the answer before any reset. Without it, a body behind
+// "Expect: 100-continue" refused mid-way ended in a bare close: a reset
+// right behind the 413 (net/http lingers by itself only for a body it
+// was left to discard). http.MaxBytesReader is the public way to say so;
+// it needs net/http's own ResponseWriter, found under the middlewares'
+// wrappers. It reads at most abandonSlack bytes more: a body that ends
+// within them (a multipart epilogue) keeps its connection. A body never
+// read is left alone: reading it now would send the 100 Continue that
+// was held back.
+func abandonBody(w http.ResponseWriter, r *http.Request) {
+	st, _ := r.Context().Value(&bodyStateKey{}).(*bodyState)
+	if st == nil || !st.started.Load() || st.ended.Load() {
+		return
+	}
+	for {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
+	_, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, abandonSlack))
+}
+
+// abandonSlack is what abandonBody reads of a body's rest.
+const abandonSlack = 4 << 10
 
 // paceBody gives a request body a read deadline that moves with what has
 // arrived: start + BodyTimeout + bytes read / MinRate. Once the body is
@@ -162,11 +197,13 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 		return b.ReadCloser.Read(p)
 	}
 	_ = b.rc.SetReadDeadline(b.deadline())
+	b.st.started.Store(true)
 	n, err := b.ReadCloser.Read(p)
 	b.n += int64(n)
 	switch {
 	case errors.Is(err, io.EOF):
 		b.done = true
+		b.st.ended.Store(true)
 		_ = b.rc.SetReadDeadline(time.Time{})
 		_ = b.rc.SetWriteDeadline(time.Now().Add(b.lim.WriteTimeout))
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):

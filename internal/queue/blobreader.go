@@ -9,13 +9,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// blobChunk is how much of a blob one GETRANGE fetches: what a reader
+// blobChunk is the most of a blob one GETRANGE fetches: what a reader
 // holds at a time, whatever the blob's size.
 const blobChunk = 256 << 10
 
 // BlobReader reads a blob from Redis a chunk at a time (GETRANGE), so a
 // download holds one chunk rather than the whole blob. It is an
 // io.ReadSeeker, for http.ServeContent and its Range support.
+//
+// What it fetches stays within three times what it returns, however it is
+// read: a fetch after a seek is what that Read asks for, and each fetch of
+// a run read in order doubles the one before, up to blobChunk. A whole
+// download takes a few round trips more than fixed chunks would; a reader
+// that jumps about (ServeContent answering "bytes=0-0,-1,0-0,-1,…") no
+// longer fetches a whole chunk for each byte it returns.
 type BlobReader struct {
 	ctx    context.Context
 	rdb    redis.UniversalClient
@@ -44,14 +51,23 @@ func (q *Queue) OpenBlob(ctx context.Context, key string) (*BlobReader, error) {
 // Size is the blob's length in bytes.
 func (b *BlobReader) Size() int64 { return b.size }
 
-// Read reads from the current offset, fetching a chunk when the offset
-// leaves the one held.
+// Read reads from the current offset, fetching when the offset leaves
+// the bytes held: len(p) bytes, or twice the last fetch when the read
+// goes on where it ended, at most blobChunk.
 func (b *BlobReader) Read(p []byte) (int, error) {
 	if b.off >= b.size {
 		return 0, io.EOF
 	}
-	if b.off < b.bufOff || b.off >= b.bufOff+int64(len(b.buf)) {
-		end := min(b.off+blobChunk, b.size) - 1 // GETRANGE's end is inclusive
+	if len(p) == 0 {
+		return 0, nil
+	}
+	held := b.bufOff + int64(len(b.buf))
+	if b.off < b.bufOff || b.off >= held {
+		want := int64(len(p))
+		if len(b.buf) > 0 && b.off == held {
+			want = max(want, 2*int64(len(b.buf)))
+		}
+		end := min(b.off+min(want, blobChunk), b.size) - 1 // GETRANGE's end is inclusive
 		s, err := b.rdb.GetRange(b.ctx, b.key, b.off, end).Result()
 		if err != nil {
 			return 0, fmt.Errorf("reading blob %s at %d: %w", b.key, b.off, err)

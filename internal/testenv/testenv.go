@@ -207,6 +207,34 @@ func Redis(t testing.TB, persist bool) string {
 	return StartRedis(t, RedisConfig{Persist: persist}).Addr
 }
 
+// RedisSent returns the bytes the Redis behind rdb sent its clients while
+// f ran (INFO's total_net_output_bytes), less the answer to the INFO that
+// took the first count: what f cost Redis, for a test to bound. Run it on
+// a Redis of the test's own, or other clients are counted too.
+func RedisSent(t testing.TB, rdb redis.UniversalClient, f func()) int64 {
+	t.Helper()
+	sent := func() int64 {
+		info, err := rdb.Info(context.Background(), "stats").Result()
+		if err != nil {
+			t.Fatalf("reading Redis's INFO stats: %v", err)
+		}
+		for line := range strings.SplitSeq(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "total_net_output_bytes:"); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err == nil {
+					return n
+				}
+			}
+		}
+		t.Fatalf("Redis's INFO stats has no total_net_output_bytes: %q", info)
+		return 0
+	}
+	a := sent()
+	b := sent() // counts a's answer: INFO's own cost
+	f()
+	return sent() - b - (b - a)
+}
+
 // RedisConfig says how StartRedis runs redis-server.
 type RedisConfig struct {
 	// Persist turns the append-only file on.
