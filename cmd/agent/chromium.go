@@ -25,9 +25,6 @@ import (
 // page can read only the job's own input.
 const pageURL = "https://document.renderbox.invalid/"
 
-// maxBlocked bounds how many refused requests are reported.
-const maxBlocked = 20
-
 // browser is a Chromium driven over the DevTools pipe, with one page
 // target attached.
 type browser struct {
@@ -616,16 +613,13 @@ func (c *cdp) intercept(session string, st *site) {
 	}
 }
 
-// record adds what to list, the first maxBlocked of them, each at most 200
-// bytes.
+// record adds what to list as the host keeps it: the first
+// wire.MaxDiagnostics, each a wire.Diagnostic.
 func (c *cdp) record(list *[]string, what string) {
-	if len(what) > 200 {
-		what = what[:200] + "…"
-	}
 	c.diagMu.Lock()
 	defer c.diagMu.Unlock()
-	if len(*list) < maxBlocked {
-		*list = append(*list, what)
+	if len(*list) < wire.MaxDiagnostics {
+		*list = append(*list, wire.Diagnostic(what))
 	}
 }
 

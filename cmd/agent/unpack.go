@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/zip"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,13 +13,14 @@ import (
 	"syscall"
 
 	"github.com/renderbox/renderbox/internal/wire"
+	"github.com/renderbox/renderbox/internal/zipdir"
 )
 
 // unpackArg runs the agent as the unpacker: a renderer process (it parses
 // the client's archive) that unpacks it, the wire.Unpack as JSON in the
 // next argument. The host checked the archive's directory already; this
-// checks again, and counts what it writes rather than what the directory
-// claims.
+// reads it the host's way and checks again, and counts what it writes
+// rather than what the directory claims.
 const unpackArg = "--unpack"
 
 // unpackStep is the step that runs the unpacker.
@@ -44,11 +46,10 @@ func unpackChild(arg string) {
 }
 
 func unpack(u *wire.Unpack) error {
-	zr, err := zip.OpenReader(u.Archive)
+	zr, err := openArchive(u.Archive)
 	if err != nil {
-		return fmt.Errorf("reading the archive: %w", err)
+		return err
 	}
-	defer zr.Close()
 	if err := os.Mkdir(u.Dir, 0o755); err != nil {
 		return err
 	}
@@ -87,6 +88,49 @@ func unpack(u *wire.Unpack) error {
 		left -= n
 	}
 	return nil
+}
+
+// openArchive opens the archive as the host read it. The host judged it by
+// zipdir's reading, which refuses a directory that disagrees with its end
+// record; archive/zip reads on past a directory's stated size, and must
+// find the same entries in the same order, or nothing is unpacked.
+func openArchive(name string) (*zip.Reader, error) {
+	b, err := mapFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("reading the archive: %w", err)
+	}
+	var names [][]byte // slices of b
+	if err := zipdir.Walk(b, func(e *zipdir.Entry) error { names = append(names, e.Name); return nil }); err != nil {
+		return nil, fmt.Errorf("reading the archive's directory: %w", err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return nil, fmt.Errorf("reading the archive: %w", err)
+	}
+	if len(zr.File) != len(names) {
+		return nil, fmt.Errorf("reading the archive: archive/zip finds %d entries where its directory holds %d", len(zr.File), len(names))
+	}
+	for i, f := range zr.File {
+		if f.Name != string(names[i]) {
+			return nil, fmt.Errorf("reading the archive: archive/zip finds entry %d named %q where its directory has %q", i, f.Name, names[i])
+		}
+	}
+	return zr, nil
+}
+
+// mapFile maps name read-only: the archive stays in the page cache of its
+// tmpfs rather than being copied into the unpacker's memory.
+func mapFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return nil, err
+	}
+	return syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
 }
 
 // unpackFile writes f to target, at most limit bytes; a name seen before

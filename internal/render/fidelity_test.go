@@ -183,6 +183,33 @@ func TestSiteArchivesAreCheckedBeforeAnySandbox(t *testing.T) {
 	}
 }
 
+// A site whose end record states its directory in the size of its first
+// entry, index.html, over a directory of 1000 files: the host refuses it,
+// and a sandbox sent it anyway (the host's check bypassed) unpacks nothing.
+// archive/zip, which reads on past the stated size, unpacked every file
+// where the host had judged one.
+func TestSiteArchiveIsReadTheHostsWayInTheSandbox(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	r, _ := render.Lookup("html-pdf")
+	crowd := samples.Crowd(render.MaxSiteFiles).Zip()
+	understated := samples.ZipUnderstated(crowd)
+	const says = "end record says its directory is 56 bytes"
+	if _, err := r.Prepare(understated, nil, render.LimitRequest{}); !errors.Is(err, render.ErrInvalidInput) || !strings.Contains(err.Error(), says) {
+		t.Errorf("the host took the understated archive: %v; want invalid input saying %q", err, says)
+	}
+	plan, err := r.Prepare(crowd, nil, render.LimitRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Job.Input, plan.Job.Request.InputSize = bytes.NewReader(understated), int64(len(understated))
+	_, err = m.Run(context.Background(), plan.Job)
+	var e *sandbox.Error
+	if !errors.As(err, &e) || e.Outcome != sandbox.RenderFailed || !strings.Contains(e.Msg, "renderbox-unpack: reading the archive's directory: the ZIP's "+says) {
+		t.Errorf("the sandbox given the understated archive: %v; want render_failed from the unpacker saying %q", err, says)
+	}
+}
+
 func TestUnpackerRefusesWhatTheHostWouldHave(t *testing.T) {
 	t.Parallel()
 	m := testenv.Manager(t, sandbox.Config{})

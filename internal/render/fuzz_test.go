@@ -1,13 +1,16 @@
 package render
 
 import (
+	"archive/zip"
 	"bytes"
 	"encoding/json"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/wire"
+	"github.com/renderbox/renderbox/internal/zipdir"
 )
 
 // An option decoded is an option known, read as encoding/json reads it.
@@ -71,7 +74,7 @@ func FuzzSniff(f *testing.F) {
 	for _, s := range [][]byte{
 		samples.PDF("a", 1), samples.SVG(2, 2, 0, 0, 1), samples.DOT("a", "b"), samples.DOCX("a"), samples.XLSX("a"),
 		samples.ODT("a"), samples.PNGHeader(3, 3), samples.ZipDirectory(20, 20), samples.ZipDirectory(10_001, 1),
-		samples.OLE("WordDocument"), samples.FODT("a"), samples.ODG("a"),
+		samples.OLE("WordDocument"), samples.FODT("a"), samples.ODG("a"), samples.ZipUnderstated(samples.DOCX("a")),
 		[]byte("II*\x00\x08\x00\x00\x00"), []byte("PK\x03\x04PK\x05\x06\x00\x00\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"),
 	} {
 		f.Add(s)
@@ -86,25 +89,33 @@ func FuzzSniff(f *testing.F) {
 		}
 		n := 0
 		_ = zipNames(in, func(name []byte) { n++ })
-		if n > MaxZipEntries {
+		if n > zipdir.MaxEntries {
 			t.Fatalf("walked %d entries, over the cap", n)
 		}
 	})
 }
 
-// A ZIP directory over the caps is refused without walking it, and the
-// walk allocates nothing per entry.
+// A ZIP directory over the caps is refused without walking it, one that
+// disagrees with its end record (a count or a size other than the
+// directory's) is refused whole, and the walk allocates nothing per entry.
 func FuzzZipDirectory(f *testing.F) {
-	f.Add(uint32(3), uint64(3), uint16(0))
-	f.Add(uint32(10_001), uint64(1), uint16(5))
-	f.Add(uint32(11_000), uint64(0xffff+3), uint16(0))
-	f.Fuzz(func(t *testing.T, entries uint32, stated uint64, cut uint16) {
-		z := samples.ZipDirectory(int(entries%12_000), stated)
+	f.Add(uint32(3), uint64(3), uint16(0), uint32(0))
+	f.Add(uint32(10_001), uint64(1), uint16(5), uint32(0))
+	f.Add(uint32(11_000), uint64(0xffff+3), uint16(0), uint32(0))
+	// The directory disagrees with its end record: 1501 entries stated as
+	// 1, or in the size of one (archive/zip reads on past it), or as a
+	// count equal modulo 65536 (all archive/zip compares) in ZIP64 form.
+	f.Add(uint32(1501), uint64(1), uint16(0), uint32(0))
+	f.Add(uint32(1501), uint64(1501), uint16(0), uint32(1500*47))
+	f.Add(uint32(1501), uint64(0x10000+1501), uint16(0), uint32(0))
+	f.Fuzz(func(t *testing.T, entries uint32, stated uint64, cut uint16, short uint32) {
+		e := int(entries % 12_000)
+		z := samples.ZipDirectoryShort(e, stated, uint64(short))
 		z = z[:len(z)-int(cut)%min(len(z), 64)]
 		n := 0
 		err := zipNames(z, func([]byte) { n++ })
-		if n > MaxZipEntries || (err == nil && n != int(entries%12_000) && cut == 0 && stated < 0xffff) {
-			t.Fatalf("%d entries stated as %d: walked %d (%v)", entries%12_000, stated, n, err)
+		if n > zipdir.MaxEntries || (err == nil && (n != e || stated != uint64(e) || (short != 0 && e > 0))) {
+			t.Fatalf("%d entries stated as %d, the size %d bytes short, cut by %d: walked %d (%v)", e, stated, short, cut, n, err)
 		}
 		// Malloc counts are the whole process's, and the fuzzing engine
 		// allocates beside the walk (17 once, walking 0 entries): an
@@ -135,12 +146,19 @@ func FuzzImageHeader(f *testing.F) {
 	})
 }
 
-// A site archive's directory is judged without a panic, and an entry point
-// it returns is a site path the archive lists.
+// A site archive's directory is judged without a panic, an entry point it
+// returns is a site path the archive lists, and an archive it accepts is
+// one archive/zip (the sandbox's unpacker) reads entry for entry as the
+// host did, or not at all.
 func FuzzSiteArchive(f *testing.F) {
 	f.Add(samples.Report([]byte("font")).Zip(), "")
 	f.Add(samples.Site{Files: map[string][]byte{"a/b.html": []byte("x")}, Order: []string{"a/b.html"}}.Zip(), "a/b.html")
 	f.Add(samples.ZipDirectory(3, 3), "index.html")
+	// The directory disagrees with its end record: one index.html to a
+	// reader that stops at the stated size, 1501 files to archive/zip.
+	f.Add(samples.ZipUnderstated(samples.Crowd(1501).Zip()), "")
+	f.Add(samples.ZipUnderstated(samples.Crowd(3).Zip()), "index.html")
+	f.Add(append([]byte("MZ stub"), samples.Crowd(3).Zip()...), "")
 	f.Fuzz(func(t *testing.T, z []byte, entry string) {
 		got, err := htmlSite.check(z, entry, nil)
 		if err != nil {
@@ -149,10 +167,22 @@ func FuzzSiteArchive(f *testing.F) {
 		if !wire.ValidSitePath(got) {
 			t.Fatalf("entry %q is not a site path", got)
 		}
-		listed := false
-		_ = zipNames(z, func(n []byte) { listed = listed || string(n) == got })
-		if !listed {
+		var names []string
+		_ = zipNames(z, func(n []byte) { names = append(names, string(n)) })
+		if !slices.Contains(names, got) {
 			t.Fatalf("entry %q is not in the archive", got)
+		}
+		zr, err := zip.NewReader(bytes.NewReader(z), int64(len(z)))
+		if err != nil {
+			return
+		}
+		if len(zr.File) != len(names) {
+			t.Fatalf("the host read %d entries, archive/zip %d", len(names), len(zr.File))
+		}
+		for i, f := range zr.File {
+			if f.Name != names[i] {
+				t.Fatalf("entry %d: the host read %q, archive/zip %q", i, names[i], f.Name)
+			}
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/samples"
+	"github.com/renderbox/renderbox/internal/zipdir"
 )
 
 // Issue 10: 51 MB of options with 4 M unknown keys cost 940 MB and 11 s,
@@ -125,10 +126,10 @@ func TestZipDirectoryIsCappedBeforeItIsRead(t *testing.T) {
 		zip     []byte
 		wantErr error
 	}{
-		{"10001 entries stated as 1", samples.ZipDirectory(render.MaxZipEntries+1, 1), render.ErrInputTooLarge},
+		{"10001 entries stated as 1", samples.ZipDirectory(zipdir.MaxEntries+1, 1), render.ErrInputTooLarge},
 		{"70000 entries in ZIP64 stated as 4464", samples.ZipDirectory(70_000, 70_000-65_536), render.ErrInputTooLarge},
 		{"a 4.7 MB directory stated as 5 entries", samples.ZipDirectory(100_000, 5), render.ErrInputTooLarge},
-		{"10000 entries", samples.ZipDirectory(render.MaxZipEntries, render.MaxZipEntries), render.ErrUnsupportedInput},
+		{"10000 entries", samples.ZipDirectory(zipdir.MaxEntries, zipdir.MaxEntries), render.ErrUnsupportedInput},
 		{"90000 entries stated truly in ZIP64", samples.ZipDirectory(90_000, 90_000), render.ErrInputTooLarge},
 	} {
 		if _, err := r.Prepare(tc.zip, nil, render.LimitRequest{}); !errors.Is(err, tc.wantErr) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/wire"
+	"github.com/renderbox/renderbox/internal/zipdir"
 )
 
 // The PDF operations (issue 14) run qpdf from the rootfs, each in a fresh
@@ -70,19 +71,19 @@ func mergeParts(input []byte) ([]string, error) {
 func storedParts(input []byte, renderer string, maxFiles int, accept func(i int, name string, data []byte) error) ([]string, error) {
 	var files []string
 	le := binary.LittleEndian
-	err := zipEntries(input, func(e *zipEntry) error {
-		name := string(e.name)
+	err := zipEntries(input, func(e *zipdir.Entry) error {
+		name := string(e.Name)
 		if strings.HasSuffix(name, "/") {
 			return nil // a directory: its files are entries of their own
 		}
 		switch {
 		case !wire.ValidSitePath(name):
 			return fmt.Errorf("%w: archive entry %q: a path must be relative, without \"..\" and without \\ \" < > & ' %% ? # or control characters", ErrInvalidInput, name)
-		case e.flags&1 != 0:
+		case e.Flags&1 != 0:
 			return fmt.Errorf("%w: archive entry %q is encrypted", ErrInvalidInput, name)
-		case e.method != 0:
+		case e.Method != 0:
 			return fmt.Errorf("%w: archive entry %q is compressed; %s reads stored entries only (several file parts are packed that way)", ErrInvalidInput, name, renderer)
-		case e.unixMode&0o170000 != 0 && e.unixMode&0o170000 != 0o100000:
+		case e.UnixMode&0o170000 != 0 && e.UnixMode&0o170000 != 0o100000:
 			return fmt.Errorf("%w: archive entry %q is not a file (a link?)", ErrInvalidInput, name)
 		}
 		if len(files) == maxFiles {
@@ -90,12 +91,12 @@ func storedParts(input []byte, renderer string, maxFiles int, accept func(i int,
 		}
 		// The local header: signature, then the name's and the extra
 		// field's lengths at 26 and 28, then the data.
-		off := uint64(e.offset)
+		off := uint64(e.Offset)
 		if off > uint64(len(input)) || uint64(len(input))-off < 30 || le.Uint32(input[off:]) != 0x04034b50 {
 			return fmt.Errorf("%w: archive entry %q: its local header cannot be read", ErrInvalidInput, name)
 		}
 		start := off + 30 + uint64(le.Uint16(input[off+26:])) + uint64(le.Uint16(input[off+28:]))
-		end := min(start+uint64(e.size), uint64(len(input)))
+		end := min(start+uint64(e.Size), uint64(len(input)))
 		if start > end {
 			start = end
 		}
@@ -105,8 +106,8 @@ func storedParts(input []byte, renderer string, maxFiles int, accept func(i int,
 		files = append(files, name)
 		return nil
 	})
-	if errors.Is(err, errNotZip) {
-		return nil, fmt.Errorf("%w: the ZIP's directory cannot be read", ErrInvalidInput)
+	if errors.Is(err, zipdir.ErrNotZip) {
+		return nil, fmt.Errorf("%w: the ZIP's directory cannot be read: %v", ErrInvalidInput, err)
 	}
 	return files, err
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/renderbox/renderbox/internal/wire"
+	"github.com/renderbox/renderbox/internal/zipdir"
 )
 
 // siteRule is how a renderer takes several files: a ZIP whose files the
@@ -46,21 +47,21 @@ func (rule *siteRule) check(input []byte, entry string, refs map[string]string) 
 	var files []string
 	has := map[string]bool{}
 	var total uint64
-	err := zipEntries(input, func(e *zipEntry) error {
-		name, dir := string(e.name), false
+	err := zipEntries(input, func(e *zipdir.Entry) error {
+		name, dir := string(e.Name), false
 		if strings.HasSuffix(name, "/") {
 			name, dir = strings.TrimSuffix(name, "/"), true
 		}
 		switch {
 		case !wire.ValidSitePath(name):
 			return fmt.Errorf("%w: archive entry %q: a path must be relative, without \"..\" and without \\ \" < > & ' %% ? # or control characters", ErrInvalidInput, name)
-		case e.flags&1 != 0:
+		case e.Flags&1 != 0:
 			return fmt.Errorf("%w: archive entry %q is encrypted", ErrInvalidInput, name)
-		case e.method != 0 && e.method != 8:
-			return fmt.Errorf("%w: archive entry %q is compressed with method %d; only stored and deflated entries are read", ErrInvalidInput, name, e.method)
-		case e.unixMode&0o170000 != 0 && e.unixMode&0o170000 != 0o100000 && e.unixMode&0o170000 != 0o040000:
+		case e.Method != 0 && e.Method != 8:
+			return fmt.Errorf("%w: archive entry %q is compressed with method %d; only stored and deflated entries are read", ErrInvalidInput, name, e.Method)
+		case e.UnixMode&0o170000 != 0 && e.UnixMode&0o170000 != 0o100000 && e.UnixMode&0o170000 != 0o040000:
 			return fmt.Errorf("%w: archive entry %q is not a file or a directory (a link?)", ErrInvalidInput, name)
-		case dir || e.unixMode&0o170000 == 0o040000:
+		case dir || e.UnixMode&0o170000 == 0o040000:
 			return nil
 		case has[name]:
 			return fmt.Errorf("%w: archive entry %q appears twice", ErrInvalidInput, name)
@@ -70,13 +71,13 @@ func (rule *siteRule) check(input []byte, entry string, refs map[string]string) 
 		if len(files) > rule.maxFiles {
 			return fmt.Errorf("%w: the archive holds more than %d files", ErrInputTooLarge, rule.maxFiles)
 		}
-		if total += uint64(e.size); total > uint64(rule.maxBytes) {
+		if total += uint64(e.Size); total > uint64(rule.maxBytes) {
 			return fmt.Errorf("%w: the archive unpacks to more than %d bytes", ErrInputTooLarge, rule.maxBytes)
 		}
 		return nil
 	})
-	if errors.Is(err, errNotZip) {
-		return "", fmt.Errorf("%w: the ZIP's directory cannot be read", ErrInvalidInput)
+	if errors.Is(err, zipdir.ErrNotZip) {
+		return "", fmt.Errorf("%w: the ZIP's directory cannot be read: %v", ErrInvalidInput, err)
 	}
 	if err != nil {
 		return "", err

@@ -41,14 +41,16 @@ const (
 // Sniff returns the media type of input judged from its bytes alone. It
 // reads headers and, for ZIP containers, the central directory's names; it
 // never decompresses or decodes content. A ZIP whose directory is over the
-// caps is application/zip here; Prepare refuses it.
+// caps or disagrees with its end record is application/zip here; Prepare
+// refuses it.
 func Sniff(input []byte) string {
 	t, _ := sniff(input)
 	return t
 }
 
-// sniff is Sniff with the refusal of a ZIP directory over MaxZipEntries or
-// MaxZipDirectoryBytes (an ErrInputTooLarge error).
+// sniff is Sniff with the refusal of a ZIP directory over zipdir's caps (an
+// ErrInputTooLarge error) or one that disagrees with its end record (an
+// ErrInvalidInput error).
 func sniff(input []byte) (string, error) {
 	if len(input) == 0 {
 		return TypeEmpty, nil

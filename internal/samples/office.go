@@ -162,6 +162,13 @@ func WithEXIF(jpeg []byte, marker string) []byte {
 // either count needs it. 900 000 entries make about 42 MB: the shape of a
 // container that costs a reader memory without any compressed data.
 func ZipDirectory(entries int, stated uint64) []byte {
+	return ZipDirectoryShort(entries, stated, 0)
+}
+
+// ZipDirectoryShort is ZipDirectory whose end records state the directory's
+// size short bytes smaller than it is (at least 0): a directory that runs on
+// past its stated end, as archive/zip reads it.
+func ZipDirectoryShort(entries int, stated, short uint64) []byte {
 	le := binary.LittleEndian
 	var b bytes.Buffer
 	// One local header (30 bytes) and the name "0", no data.
@@ -184,6 +191,7 @@ func ZipDirectory(entries int, stated uint64) []byte {
 	b.Write(bytes.Repeat(block, entries/10))
 	b.Write(block[:entries%10*47])
 	dirSize, dirEnd := b.Len()-dirStart, b.Len()
+	dirSize -= int(min(short, uint64(dirSize)))
 	zip64 := entries > 0xfffe || stated > 0xfffe
 	if zip64 {
 		end64 := make([]byte, 56)

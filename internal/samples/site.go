@@ -3,6 +3,8 @@ package samples
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/binary"
+	"fmt"
 	"image"
 	"image/color"
 )
@@ -29,6 +31,30 @@ func (s Site) Zip() []byte {
 		panic(err)
 	}
 	return b.Bytes()
+}
+
+// Crowd is a site of index.html and n-1 small files beside it, in that
+// order.
+func Crowd(n int) Site {
+	s := Site{Files: map[string][]byte{"index.html": []byte("<!DOCTYPE html><p>index</p>")}, Order: []string{"index.html"}}
+	for i := 1; i < n; i++ {
+		name := fmt.Sprintf("f/%04d.txt", i)
+		s.Files[name], s.Order = []byte(name), append(s.Order, name)
+	}
+	return s
+}
+
+// ZipUnderstated is z, a ZIP without ZIP64 records, with its end record's
+// directory size cut to its first entry's (the count stays): a reader that
+// stops at the stated size sees that entry alone, archive/zip, which reads
+// on, all of them.
+func ZipUnderstated(z []byte) []byte {
+	le := binary.LittleEndian
+	z = bytes.Clone(z)
+	end := z[bytes.LastIndex(z, []byte("PK\x05\x06")):]
+	first := z[le.Uint32(end[16:]):]
+	le.PutUint32(end[12:], 46+uint32(le.Uint16(first[28:]))+uint32(le.Uint16(first[30:]))+uint32(le.Uint16(first[32:])))
+	return z
 }
 
 // Report is an HTML report with a linked stylesheet, a PNG, a web font

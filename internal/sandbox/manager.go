@@ -437,12 +437,7 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 			Err: fmt.Errorf("%w (exit status %d, stderr: %s)", ex.err, res.ExitStatus, tailOf(sb.Stderr(), 1024))}
 	}
 	res.Response = ex.resp
-	r := &ex.resp.Result
-	// The sandbox's words are capped before anything keeps them (the
-	// ledger, webhooks, logs): the agent caps them, a subverted one would
-	// not.
-	r.Error = headOf(r.Error, maxErrorText)
-	r.StderrTail = tailOf(r.StderrTail, maxStderrText)
+	r := &ex.resp.Result // capped by Exchange (bound)
 	switch {
 	case r.OutputLimit:
 		return &Error{Outcome: OutputLimit, Msg: r.Error}
@@ -465,12 +460,6 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	}
 	return nil
 }
-
-// maxErrorText and maxStderrText cap what a sandbox says of a failure.
-const (
-	maxErrorText  = 2048
-	maxStderrText = 8192
-)
 
 // headOf is s cut to at most n bytes, on a rune boundary, marked "…" when
 // cut.

@@ -238,7 +238,29 @@ func (s *Sandbox) Exchange(req *wire.Request, input io.Reader) (*wire.Response, 
 	if err := <-werr; err != nil {
 		return nil, fmt.Errorf("sending request: %w", err)
 	}
+	bound(&resp.Result, req.Mode)
 	return resp, nil
+}
+
+// maxErrorText and maxStderrText cap what a sandbox says of a failure.
+const (
+	maxErrorText  = 2048
+	maxStderrText = 8192
+)
+
+// bound caps what a sandbox says of its job before anything keeps it (the
+// ledger, the event stream, webhooks, logs): the honest agent says no
+// more, a subverted one could fill a result frame (wire.MaxFrame) with it.
+// Output files are bounded by ReadResponse (names, sizes, count, digests).
+func bound(r *wire.Result, mode string) {
+	r.Error = headOf(r.Error, maxErrorText)
+	r.StderrTail = tailOf(r.StderrTail, maxStderrText)
+	r.Blocked = wire.Diagnostics(r.Blocked)
+	r.Missing = wire.Diagnostics(r.Missing)
+	r.ConsoleErrors = wire.Diagnostics(r.ConsoleErrors)
+	if mode != wire.ModeProbe {
+		r.Probe = nil // only the self-test asks for one, from a sandbox no job has had
+	}
 }
 
 // Wait waits for the agent to exit and returns its exit status: the

@@ -5,7 +5,9 @@ package sandbox_test
 // behind.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +20,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
@@ -373,6 +376,65 @@ func TestRendererCannotForgeTheAgentsStdout(t *testing.T) {
 	e := wantOutcome(t, err, sandbox.RenderFailed)
 	if !strings.Contains(e.Stderr, "/proc/1/fd/1") {
 		t.Errorf("stderr tail %q does not show the refused open", e.Stderr)
+	}
+}
+
+// A subverted agent (here tail, in the agent's place in a real sandbox,
+// answering with a result frame the job's input carries) fills its result
+// with diagnostics: the host keeps what the honest agent would send, 20 of
+// each list at 200 bytes each, and no probe report it did not ask for.
+func TestSubvertedAgentsWordsAreCapped(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	blocked := make([]string, 1000)
+	for i := range blocked {
+		blocked[i] = fmt.Sprintf("https://evil.invalid/%04d/%s", i, strings.Repeat("b", 100))
+	}
+	said, err := json.Marshal(wire.Result{
+		StderrTail:    strings.Repeat("s", 50_000),
+		Blocked:       blocked,
+		Missing:       []string{strings.Repeat("m", 60_000)},
+		ConsoleErrors: []string{strings.Repeat("é", 150), "uncaught: " + strings.Repeat("€", 100)},
+		Probe:         &wire.ProbeReport{Hostname: strings.Repeat("h", 1000)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frame bytes.Buffer
+	if err := wire.WriteFrame(&frame, wire.TypeResult, said); err != nil {
+		t.Fatal(err)
+	}
+	// The input is the last frame on the agent's stdin, and is one frame
+	// (the host sends 256 KiB a frame): its payload is what tail sends back.
+	if frame.Len() > 256<<10 {
+		t.Fatalf("the forged result is %d bytes, over one input frame", frame.Len())
+	}
+	sb, err := m.PrepareProcess(context.Background(), sandbox.Limits{}, []string{"/usr/bin/tail", "-c", strconv.Itoa(frame.Len())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := shJob("true", sandbox.Limits{})
+	job.Request.InputSize, job.Input = int64(frame.Len()), bytes.NewReader(frame.Bytes())
+	res, err := m.RunIn(context.Background(), sb, job)
+	if err != nil {
+		t.Fatalf("the forged result was not taken: %v", err)
+	}
+	r := res.Response.Result
+	for name, list := range map[string][]string{"blocked": r.Blocked, "missing": r.Missing, "console_errors": r.ConsoleErrors} {
+		if len(list) == 0 || len(list) > wire.MaxDiagnostics {
+			t.Errorf("%s: kept %d entries, want 1 to %d", name, len(list), wire.MaxDiagnostics)
+		}
+		for _, s := range list {
+			if len(s) > wire.MaxDiagnosticBytes || !utf8.ValidString(s) {
+				t.Errorf("%s: kept a %d-byte entry (valid UTF-8: %v), want at most %d", name, len(s), utf8.ValidString(s), wire.MaxDiagnosticBytes)
+			}
+		}
+	}
+	if len(r.Blocked) != wire.MaxDiagnostics || !strings.HasPrefix(r.Blocked[0], "https://evil.invalid/0000/") || !strings.HasSuffix(r.Missing[0], "m…") {
+		t.Errorf("kept %d blocked from %.40q, missing %.40q…; want the first %d, cut and marked", len(r.Blocked), r.Blocked[0], r.Missing[0], wire.MaxDiagnostics)
+	}
+	if len(r.StderrTail) > 8192+len("…") || r.Probe != nil {
+		t.Errorf("kept a %d-byte stderr tail and probe %v, want at most 8 KiB and none", len(r.StderrTail), r.Probe != nil)
 	}
 }
 

@@ -63,6 +63,31 @@ func ValidSitePath(name string) bool {
 	return true
 }
 
+// Diagnostic is s as an entry of a diagnostic list: whole if it fits in
+// MaxDiagnosticBytes, else cut on a rune boundary and marked "…" within
+// them. A Diagnostic is its own Diagnostic.
+func Diagnostic(s string) string {
+	const mark = "…"
+	if len(s) <= MaxDiagnosticBytes {
+		return s
+	}
+	n := MaxDiagnosticBytes - len(mark)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + mark
+}
+
+// Diagnostics is list as a Result carries it: its first MaxDiagnostics
+// entries, each a Diagnostic. It reuses list's array.
+func Diagnostics(list []string) []string {
+	list = list[:min(len(list), MaxDiagnostics)]
+	for i, s := range list {
+		list[i] = Diagnostic(s)
+	}
+	return list
+}
+
 // underTmp reports whether p is a clean absolute path below /tmp.
 func underTmp(p string) bool {
 	return path.IsAbs(p) && path.Clean(p) == p && len(p) > len("/tmp/") && p[:len("/tmp/")] == "/tmp/"

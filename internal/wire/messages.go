@@ -270,11 +270,19 @@ type Result struct {
 	// Blocked lists the first requests the page made that were refused
 	// (another origin or scheme); Missing the first to its own origin for
 	// files the job does not have; ConsoleErrors the first errors it
-	// logged or threw.
+	// logged or threw. Each is Diagnostics: the agent says no more, the
+	// host keeps no more.
 	Blocked       []string `json:"blocked,omitempty"`
 	Missing       []string `json:"missing,omitempty"`
 	ConsoleErrors []string `json:"console_errors,omitempty"`
 }
+
+// Bounds on each diagnostic list of a Result: its first MaxDiagnostics
+// entries, each at most MaxDiagnosticBytes ("…" included when cut).
+const (
+	MaxDiagnostics     = 20
+	MaxDiagnosticBytes = 200
+)
 
 // FileInfo lists an output file the agent sent, with its digest.
 type FileInfo struct {

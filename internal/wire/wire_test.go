@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func response(t *testing.T, files map[string]string, order []string, mutate func(*Result)) []byte {
@@ -83,6 +84,36 @@ func TestReadRequestRejects(t *testing.T) {
 		if _, err := ReadRequest(&b, io.Discard, 1<<20); !errors.Is(err, ErrProtocol) {
 			t.Errorf("%s: ReadRequest = %v, want a protocol error", name, err)
 		}
+	}
+}
+
+// A diagnostic entry is cut to MaxDiagnosticBytes, "…" included, on a rune
+// boundary, and cutting it again changes nothing: the host's cap leaves
+// the honest agent's entries as they were sent.
+func TestDiagnosticsAreCutOnceToTheSharedBounds(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "short", strings.Repeat("a", MaxDiagnosticBytes), strings.Repeat("a", MaxDiagnosticBytes+1),
+		strings.Repeat("é", 150), strings.Repeat("€", 100), "x" + strings.Repeat("😀", 60), strings.Repeat("a", 1<<20)} {
+		d := Diagnostic(s)
+		switch {
+		case len(s) <= MaxDiagnosticBytes && d != s:
+			t.Errorf("a %d-byte entry became %q", len(s), d)
+		case len(s) > MaxDiagnosticBytes && (len(d) > MaxDiagnosticBytes || len(d) < MaxDiagnosticBytes-6 || !strings.HasSuffix(d, "…") || !strings.HasPrefix(s, strings.TrimSuffix(d, "…"))):
+			t.Errorf("a %d-byte entry became %d bytes: %q", len(s), len(d), d)
+		case !utf8.ValidString(d) || Diagnostic(d) != d:
+			t.Errorf("%q: not valid UTF-8, or cut again to %q", d, Diagnostic(d))
+		}
+	}
+	many := make([]string, 1000)
+	for i := range many {
+		many[i] = strings.Repeat("b", i)
+	}
+	got := Diagnostics(many)
+	if len(got) != MaxDiagnostics || got[MaxDiagnostics-1] != many[MaxDiagnostics-1] {
+		t.Errorf("kept %d of 1000 entries, want the first %d", len(got), MaxDiagnostics)
+	}
+	if Diagnostics(nil) != nil {
+		t.Errorf("no list became a list")
 	}
 }
 
