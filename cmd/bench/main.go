@@ -194,7 +194,7 @@ func benchLifecycle(ctx context.Context, out *json.Encoder, stamp string, m *san
 			return err
 		}
 		t2 := time.Now()
-		if _, err := sb.Exchange(&noop, nil); err != nil {
+		if _, err := sb.Exchange(&noop, nil, nil); err != nil {
 			sb.Destroy(ctx)
 			return err
 		}

@@ -115,7 +115,7 @@ func chainStep(p *Plan, prev, next *Renderer, files []wire.File) (Stage, error) 
 		return Stage{}, fmt.Errorf("%w: %s does not take what %s made: %v", ErrBadOutput, next.Name, prev.Name, err)
 	}
 	np.Job.Input = bytes.NewReader(data)
-	return Stage{Job: np.Job, Input: data}, nil
+	return Stage{Job: np.Job, Input: bytes.NewReader(data)}, nil
 }
 
 // stepLimits is the job's limit request as a later step takes it: each

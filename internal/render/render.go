@@ -227,6 +227,17 @@ type Plan struct {
 	// renderer runs in several sandboxes; stages are the ones after it.
 	firstStage, firstFamily string
 	stages                  []stage
+	// frames takes safe-pdf's frames from its pixel stage (frames.go).
+	frames *frameSpool
+}
+
+// Close drops what the plan keeps on the host between its stages (the
+// spill file of safe-pdf's frames). Call it once the job's last stage has
+// ended; a plan that ran no stage has nothing to drop.
+func (p *Plan) Close() {
+	if p.frames != nil {
+		p.frames.close()
+	}
 }
 
 // Prepare validates the input, options and limits against the renderer and

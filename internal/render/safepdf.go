@@ -1,14 +1,12 @@
 package render
 
 import (
-	"archive/zip"
 	"bytes"
 	"fmt"
 	"io"
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/sandbox"
@@ -37,8 +35,8 @@ const (
 // safePDF bounds.
 const (
 	// safePDFMaxPixelBytes bounds the raw pixels of all pages together: the
-	// host holds them, and the rebuild's /tmp (lightTmp) holds them twice,
-	// packed and unpacked.
+	// host's spill file holds them (frames.go), and the rebuild's /tmp
+	// (lightTmp) holds them twice, packed and unpacked.
 	safePDFMaxPixelBytes = 200 << 20
 	// safePDFMaxSide bounds a page's side in pixels: the script refuses a
 	// page over it (or over max_pixels) at the job's dpi, pdftoppm crops at
@@ -70,9 +68,9 @@ type Stage struct {
 	Name   string
 	Family string
 	Job    sandbox.Job // its Input is set
-	// Input is what Job.Input reads, to run the stage again cold when a
-	// pooled sandbox breaks.
-	Input []byte
+	// Input is what Job.Input reads, its first Job.Request.InputSize
+	// bytes, to run the stage again cold when a pooled sandbox breaks.
+	Input io.ReaderAt
 }
 
 // Stages names the job's sandbox runs in order: a renderer that runs in
@@ -170,135 +168,6 @@ func imageSteps(in inputFile, v Values, l Limits) []wire.Step {
 
 var vipsEnv = append([]string{"VIPS_BLOCK_UNTRUSTED=1", "VIPS_CONCURRENCY=1"}, plainEnv...)
 
-// frame is one checked page of raw pixels.
-type frame struct {
-	w, h int
-	gray bool
-	pix  []byte
-}
-
-// parseFrame reads a netpbm frame as pdftoppm writes it, "P6\n<w> <h>\n255\n"
-// (P5 for gray) and exactly w × h × channels bytes, nothing else: no
-// comment, no other maxval, not a byte more or less.
-func parseFrame(b []byte, gray bool, maxPixels int64) (frame, error) {
-	magic := "P6\n"
-	if gray {
-		magic = "P5\n"
-	}
-	if !bytes.HasPrefix(b, []byte(magic)) {
-		return frame{}, fmt.Errorf("it does not begin %q", magic)
-	}
-	rest := b[len(magic):]
-	num := func(end byte) (int, error) {
-		i := bytes.IndexByte(rest, end)
-		if i < 1 || i > 5 || rest[0] == '0' {
-			return 0, fmt.Errorf("a size is not a number of 1 to 5 digits followed by %q", end)
-		}
-		n := 0
-		for _, c := range rest[:i] {
-			if c < '0' || c > '9' {
-				return 0, fmt.Errorf("a size is not a number")
-			}
-			n = n*10 + int(c-'0')
-		}
-		rest = rest[i+1:]
-		return n, nil
-	}
-	w, err := num(' ')
-	if err != nil {
-		return frame{}, err
-	}
-	h, err := num('\n')
-	if err != nil {
-		return frame{}, err
-	}
-	if !bytes.HasPrefix(rest, []byte("255\n")) {
-		return frame{}, fmt.Errorf("its maxval is not 255")
-	}
-	rest = rest[len("255\n"):]
-	if w > safePDFMaxSide || h > safePDFMaxSide || int64(w)*int64(h) > maxPixels {
-		return frame{}, fmt.Errorf("it is %d×%d pixels, over the limit of %d pixels (max_pixels; lower dpi) or %d a side", w, h, maxPixels, safePDFMaxSide)
-	}
-	ch := 3
-	if gray {
-		ch = 1
-	}
-	if want := w * h * ch; len(rest) != want {
-		return frame{}, fmt.Errorf("it announces %d×%d×%d = %d bytes of pixels and holds %d", w, h, ch, want, len(rest))
-	}
-	return frame{w: w, h: h, gray: gray, pix: rest}, nil
-}
-
-// checkFrames checks the pixel stage's files: page-1 … page-N, each a
-// frame, N at most max_pages. It returns the frames in page order.
-func checkFrames(files []wire.File, gray bool, l Limits) ([]frame, error) {
-	ext := "ppm"
-	if gray {
-		ext = "pgm"
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%w: the pixel stage returned no page", ErrBadOutput)
-	}
-	if len(files) > l.MaxPages {
-		return nil, fmt.Errorf("%w: the document has more pages than max_pages, %d", ErrBadOutput, l.MaxPages)
-	}
-	frames := make([]frame, len(files))
-	seen := make([]bool, len(files))
-	for _, f := range files {
-		m := safePDFFrameRe.FindStringSubmatch(f.Name)
-		if m == nil || m[2] != ext {
-			return nil, fmt.Errorf("%w: the pixel stage returned %q; it makes page-N.%s only", ErrBadOutput, f.Name, ext)
-		}
-		n, _ := strconv.Atoi(m[1])
-		if n > len(files) || seen[n-1] {
-			return nil, fmt.Errorf("%w: the pixel stage returned %q among %d pages: the pages must be numbered 1 to %d, once each", ErrBadOutput, f.Name, len(files), len(files))
-		}
-		fr, err := parseFrame(f.Data, gray, l.MaxPixels)
-		if err != nil {
-			return nil, fmt.Errorf("%w: page %d: %v", ErrBadOutput, n, err)
-		}
-		seen[n-1], frames[n-1] = true, fr
-	}
-	return frames, nil
-}
-
-// rebuildInput packs frames for the rebuild stage: a ZIP of stored
-// entries, page-0001.ppm …, each frame's header written by the host, and
-// the page lists Tesseract reads: pages.txt (the frames) and jpeg.txt (the
-// JPEG files jpegPaths names, when the job asks for JPEG).
-func rebuildInput(frames []frame) ([]byte, []string, error) {
-	var b bytes.Buffer
-	zw := zip.NewWriter(&b)
-	var paths []string
-	for i, f := range frames {
-		magic, ext := "P6", "ppm"
-		if f.gray {
-			magic, ext = "P5", "pgm"
-		}
-		name := fmt.Sprintf("page-%04d.%s", i+1, ext)
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
-		if err != nil {
-			return nil, nil, err
-		}
-		fmt.Fprintf(w, "%s\n%d %d\n255\n", magic, f.w, f.h)
-		if _, err := w.Write(f.pix); err != nil {
-			return nil, nil, err
-		}
-		paths = append(paths, siteDir+"/"+name)
-	}
-	for name, list := range map[string][]string{"pages.txt": paths, "jpeg.txt": jpegPaths(len(paths))} {
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
-		if err != nil {
-			return nil, nil, err
-		}
-		_, _ = io.WriteString(w, strings.Join(list, "\n")+"\n")
-	}
-	if err := zw.Close(); err != nil {
-		return nil, nil, err
-	}
-	return b.Bytes(), paths, nil
-}
-
 // jpegPaths are where the rebuild writes n pages as JPEG.
 func jpegPaths(n int) []string {
 	var ps []string
@@ -337,20 +206,18 @@ func rebuildRequest(paths []string, v Values) wire.Request {
 	return wire.Request{Env: env, Steps: append(steps, wire.Step{Argv: append(argv, pages...)})}
 }
 
-// rebuildStage checks the pixel stage's frames and makes the rebuild's job.
+// rebuildStage checks the pixel stage's frames, which went to the plan's
+// spool as they arrived, and makes the rebuild's job: its input is the
+// spool's ZIP.
 func rebuildStage(p *Plan, files []wire.File) (Stage, error) {
-	frames, err := checkFrames(files, p.Options.Bool("grayscale"), p.Limits)
+	pages, size, paths, err := p.frames.finish(files, p.Limits.MaxPages)
 	if err != nil {
 		return Stage{}, err
 	}
-	input, paths, err := rebuildInput(frames)
-	if err != nil {
-		return Stage{}, fmt.Errorf("%w: packing the pages: %v", ErrBadOutput, err)
-	}
 	req := rebuildRequest(paths, p.Options)
-	req.Mode, req.InputName, req.InputSize = wire.ModeRender, "pages.zip", int64(len(input))
-	req.Unpack = &wire.Unpack{Archive: wire.InputDir + "/pages.zip", Dir: siteDir, MaxFiles: len(frames) + 2, MaxBytes: int64(len(input))}
-	return Stage{Job: sandbox.Job{Request: req, Limits: p.Limits.Sandbox, Input: bytes.NewReader(input)}, Input: input}, nil
+	req.Mode, req.InputName, req.InputSize = wire.ModeRender, "pages.zip", size
+	req.Unpack = &wire.Unpack{Archive: wire.InputDir + "/pages.zip", Dir: siteDir, MaxFiles: len(paths) + 2, MaxBytes: size}
+	return Stage{Job: sandbox.Job{Request: req, Limits: p.Limits.Sandbox, Input: io.NewSectionReader(pages, 0, size)}, Input: pages}, nil
 }
 
 // rasterizeStage takes the converter's PDF (checked as its renderer's
@@ -365,7 +232,8 @@ func rasterizeStage(p *Plan, files []wire.File) (Stage, error) {
 	path := wire.InputDir + "/document.pdf"
 	req := wire.Request{Env: plainEnv, Steps: rasterizeSteps(path, p.Options, p.Limits)}
 	req.Mode, req.InputName, req.InputSize = wire.ModeRender, "document.pdf", int64(len(pdf))
-	return Stage{Job: sandbox.Job{Request: req, Limits: rasterizeLimits(p.Limits), Input: bytes.NewReader(pdf)}, Input: pdf}, nil
+	job := sandbox.Job{Request: req, Limits: rasterizeLimits(p.Limits), Input: bytes.NewReader(pdf), Spool: p.frames}
+	return Stage{Job: job, Input: bytes.NewReader(pdf)}, nil
 }
 
 // rasterizeLimits are the pixel stage's: the job's, but room for the raw
@@ -452,8 +320,10 @@ func convertLimits(r *Renderer, req LimitRequest, job sandbox.Limits) sandbox.Li
 	return l
 }
 
-// safePDFPlan fills in a safe-pdf plan's stages after the first.
+// safePDFPlan fills in a safe-pdf plan's stages after the first, and the
+// spool that takes the pixel stage's frames.
 func safePDFPlan(p *Plan) {
+	p.frames = newFrameSpool(p.Options.Bool("grayscale"), p.Limits.MaxPixels)
 	if conv := safePDFConverter(p.InputType); conv != "" {
 		r, _ := Lookup(conv)
 		p.firstStage, p.firstFamily = StageConvert, r.Family()
@@ -461,7 +331,7 @@ func safePDFPlan(p *Plan) {
 		p.stages = append(p.stages, stage{name: StageRasterize, family: FamilyLight, next: rasterizeStage})
 	} else {
 		p.firstStage = StageRasterize
-		p.Job.Limits = rasterizeLimits(p.Limits)
+		p.Job.Limits, p.Job.Spool = rasterizeLimits(p.Limits), p.frames
 	}
 	p.stages = append(p.stages, stage{name: StageRebuild, family: FamilyLight, next: rebuildStage})
 }

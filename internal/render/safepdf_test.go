@@ -4,11 +4,15 @@ package render_test
 // its result read back with qpdf and poppler in other sandboxes.
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +29,7 @@ import (
 func safePDF(t *testing.T, m *sandbox.Manager, input []byte, opts map[string]any) ([]byte, []string) {
 	t.Helper()
 	r, plan := mustPlan(t, "safe-pdf", input, opts)
+	defer plan.Close()
 	stages := plan.Stages()
 	res, err := m.Run(context.Background(), plan.Job)
 	for i := 0; i < len(stages)-1; i++ {
@@ -151,14 +156,38 @@ func frameFile(name, header string, n int) wire.File {
 	return wire.File{Name: name, Data: append([]byte(header), make([]byte, n)...)}
 }
 
+// spooled sends files to the plan's pixel stage's spool as a response
+// from its sandbox would, in chunks of 5 bytes (a header split across
+// them), and returns the response's list: the names, the bytes spooled.
+func spooled(t *testing.T, plan *render.Plan, files []wire.File) []wire.File {
+	t.Helper()
+	sp := plan.Job.Spool
+	if sp == nil {
+		t.Fatal("safe-pdf's pixel stage has no spool")
+	}
+	sp.Start()
+	var listed []wire.File
+	for _, f := range files {
+		w := sp.File(f.Name, int64(len(f.Data)))
+		for b := f.Data; len(b) > 0; b = b[min(5, len(b)):] {
+			if _, err := w.Write(b[:min(5, len(b))]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		listed = append(listed, wire.File{Name: f.Name})
+	}
+	return listed
+}
+
 // What the pixel stage returns is checked on the host before anything of
 // it reaches the rebuild: raw frames of the promised type and size only,
 // pages 1 to N once each, N and each page within the limits.
 func TestSafePDFRefusesMalformedFrames(t *testing.T) {
 	t.Parallel()
 	_, plan := mustPlan(t, "safe-pdf", samples.PDF("x", 1), map[string]any{"dpi": 100})
+	defer plan.Close()
 	ok := frameFile("page-1.ppm", "P6\n4 3\n255\n", 36)
-	if st, err := plan.Next(0, []wire.File{ok}); err != nil || st.Name != render.StageRebuild {
+	if st, err := plan.Next(0, spooled(t, plan, []wire.File{ok})); err != nil || st.Name != render.StageRebuild {
 		t.Fatalf("a good frame: %v, %v", st.Name, err)
 	}
 	var tooMany []wire.File
@@ -184,18 +213,77 @@ func TestSafePDFRefusesMalformedFrames(t *testing.T) {
 		{"another file", []wire.File{ok, {Name: "input.pdf", Data: samples.PDF("x", 1)}}, `"input.pdf"`},
 		{"nothing", nil, "no page"},
 	} {
-		_, err := plan.Next(0, tc.files)
+		_, err := plan.Next(0, spooled(t, plan, tc.files))
 		if !errors.Is(err, render.ErrBadOutput) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: %v, want %v saying %q", tc.name, err, render.ErrBadOutput, tc.msg)
 		}
 	}
 	// Grayscale promises P5 frames, one byte a pixel.
 	_, gray := mustPlan(t, "safe-pdf", samples.PDF("x", 1), map[string]any{"grayscale": true})
-	if _, err := gray.Next(0, []wire.File{ok}); !errors.Is(err, render.ErrBadOutput) {
+	defer gray.Close()
+	if _, err := gray.Next(0, spooled(t, gray, []wire.File{ok})); !errors.Is(err, render.ErrBadOutput) {
 		t.Errorf("an RGB frame for a grayscale job: %v, want %v", err, render.ErrBadOutput)
 	}
-	if _, err := gray.Next(0, []wire.File{frameFile("page-1.pgm", "P5\n4 3\n255\n", 12)}); err != nil {
+	if _, err := gray.Next(0, spooled(t, gray, []wire.File{frameFile("page-1.pgm", "P5\n4 3\n255\n", 12)})); err != nil {
 		t.Errorf("a gray frame for a grayscale job: %v", err)
+	}
+}
+
+// The rebuild's input is a ZIP of stored entries, each frame behind the
+// host's own header, with the page lists, read from a file that no path
+// names: made 0600 in a private directory of the temporary directory and
+// unlinked at once, so nothing is left there, and closed with the plan.
+func TestSafePDFFramesSpillToAnUnlinkedFile(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	_, plan := mustPlan(t, "safe-pdf", samples.PDF("x", 2), map[string]any{"dpi": 100})
+	defer plan.Close()
+	pixels := func(n int) []byte { return bytes.Repeat([]byte{7, 8, 9}, n) }
+	files := []wire.File{
+		{Name: "page-2.ppm", Data: append([]byte("P6\n4 3\n255\n"), pixels(12)...)},
+		{Name: "page-1.ppm", Data: append([]byte("P6\n2 1\n255\n"), pixels(2)...)},
+	}
+	st, err := plan.Next(0, spooled(t, plan, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := st.Input.(*os.File)
+	if !ok {
+		t.Fatalf("the rebuild's input is a %T, not a file of the host's", st.Input)
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode().Perm() != 0o600 || fi.Sys().(*syscall.Stat_t).Nlink != 0 {
+		t.Errorf("the spill file: %v, %v; want mode 0600 and no link", fi.Mode(), err)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("left in the temporary directory: %v", left)
+	}
+	zr, err := zip.NewReader(st.Input, st.Job.Request.InputSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"page-0001.ppm": "P6\n2 1\n255\n" + string(pixels(2)),
+		"page-0002.ppm": "P6\n4 3\n255\n" + string(pixels(12)),
+		"pages.txt":     "/tmp/in/site/page-0001.ppm\n/tmp/in/site/page-0002.ppm\n",
+		"jpeg.txt":      "/tmp/work/page-0001.jpg\n/tmp/work/page-0002.jpg\n",
+	}
+	for _, e := range zr.File {
+		rc, err := e.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(rc)
+		if err != nil || string(b) != want[e.Name] || e.Method != zip.Store {
+			t.Errorf("%s: %q (method %d, %v), want %q stored", e.Name, b, e.Method, err, want[e.Name])
+		}
+		delete(want, e.Name)
+	}
+	if len(want) != 0 {
+		t.Errorf("the ZIP lacks %v", want)
+	}
+	plan.Close()
+	if _, err := st.Input.ReadAt(make([]byte, 1), 0); err == nil {
+		t.Error("the spill file is still open after the plan's Close")
 	}
 }
 

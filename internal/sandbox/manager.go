@@ -192,6 +192,9 @@ func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, cre
 type Job struct {
 	Request wire.Request
 	Input   io.Reader
+	// Spool, if set, takes the response's files as they arrive: the
+	// Result's Response then lists them without their bytes.
+	Spool wire.Spool
 	// Limits for this job; zero fields take the manager's defaults.
 	Limits Limits
 }
@@ -360,7 +363,7 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	}
 	exch := make(chan exchanged, 1)
 	go func() {
-		r, err := sb.Exchange(&req, input)
+		r, err := sb.Exchange(&req, input, job.Spool)
 		exch <- exchanged{r, err}
 	}()
 	type ended struct {

@@ -205,9 +205,10 @@ var ErrNotDelivered = errors.New("the request did not reach the agent")
 var ErrGone = errors.New("the sandbox ended without its container's status")
 
 // Exchange sends the request and reads the response with the sandbox's
-// output caps. It returns an error wrapping wire.ErrOutputLimit as soon as
-// the sandbox sends too much; the caller then kills it.
-func (s *Sandbox) Exchange(req *wire.Request, input io.Reader) (*wire.Response, error) {
+// output caps, the files' bytes to spool when it is not nil. It returns an
+// error wrapping wire.ErrOutputLimit as soon as the sandbox sends too much;
+// the caller then kills it.
+func (s *Sandbox) Exchange(req *wire.Request, input io.Reader, spool wire.Spool) (*wire.Response, error) {
 	if s.State() != StateRunning {
 		return nil, fmt.Errorf("sandbox %s: exchange in state %s", s.ID, s.State())
 	}
@@ -217,9 +218,9 @@ func (s *Sandbox) Exchange(req *wire.Request, input io.Reader) (*wire.Response, 
 		s.stdin.Close()
 		werr <- err
 	}()
-	resp, err := wire.ReadResponse(s.stdout, wire.Limits{
+	resp, err := wire.ReadResponseTo(s.stdout, wire.Limits{
 		MaxBytes: s.Limits.MaxOutputBytes, MaxFiles: s.Limits.MaxOutputFiles,
-	})
+	}, spool)
 	if err != nil {
 		// Did the agent take the job before it went? A write to a dead
 		// agent fails at once (EPIPE); one still blocked after its stdout

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"path"
 	"strings"
@@ -202,7 +203,8 @@ type Limits struct {
 	MaxFiles int
 }
 
-// File is an output file received from the sandbox.
+// File is an output file received from the sandbox. Data is nil for a file
+// whose bytes went to a Spool.
 type File struct {
 	Name string
 	Data []byte
@@ -214,16 +216,53 @@ type Response struct {
 	Files  []File
 }
 
+// A Spool takes a response's files as they arrive instead of the Response
+// holding their bytes: safe-pdf's frames are up to 200 MiB, which the
+// worker's heap would otherwise hold for the length of a job.
+type Spool interface {
+	// Start is called as a response begins: whatever an earlier response
+	// sent (a stage run again cold) is void.
+	Start()
+	// File returns where the bytes of the file go: exactly size bytes,
+	// or the response fails. ReadResponse has checked the name and size
+	// against the limits; a Write error fails the response.
+	File(name string, size int64) io.Writer
+}
+
 // ReadResponse reads output files and the final result. It stops with an
 // error wrapping ErrOutputLimit as soon as the announced or received bytes
 // pass the limits, so the caller can kill the sandbox before reading more.
 // Every file's size and digest are checked against the result's list.
 func ReadResponse(r io.Reader, lim Limits) (*Response, error) {
+	return ReadResponseTo(r, lim, nil)
+}
+
+// ReadResponseTo is ReadResponse writing the files' bytes to spool, when
+// it is not nil, instead of holding them.
+func ReadResponseTo(r io.Reader, lim Limits, spool Spool) (*Response, error) {
 	fr := NewReader(r)
 	resp := &Response{}
+	if spool != nil {
+		spool.Start()
+	}
 	var total int64
+	// The file being received: its bytes so far, where they go and
+	// their digest, checked against the manifest at the end.
 	var cur *File
-	var curWant int64
+	var curGot, curWant int64
+	var curOut io.Writer
+	var curSum hash.Hash
+	var got []FileInfo
+	ended := func() error {
+		if cur == nil {
+			return nil
+		}
+		if curGot != curWant {
+			return protoErr("file %q ended after %d of %d bytes", cur.Name, curGot, curWant)
+		}
+		got = append(got, FileInfo{Name: cur.Name, Size: curGot, SHA256: hex.EncodeToString(curSum.Sum(nil))})
+		return nil
+	}
 	seen := map[string]bool{}
 	for {
 		typ, p, err := fr.Next()
@@ -235,8 +274,8 @@ func ReadResponse(r io.Reader, lim Limits) (*Response, error) {
 		}
 		switch typ {
 		case TypeFile:
-			if cur != nil && int64(len(cur.Data)) != curWant {
-				return nil, protoErr("file %q ended after %d of %d bytes", cur.Name, len(cur.Data), curWant)
+			if err := ended(); err != nil {
+				return nil, err
 			}
 			var h FileHeader
 			if err := json.Unmarshal(p, &h); err != nil {
@@ -255,25 +294,38 @@ func ReadResponse(r io.Reader, lim Limits) (*Response, error) {
 				return nil, fmt.Errorf("%w: more than %d bytes", ErrOutputLimit, lim.MaxBytes)
 			}
 			seen[h.Name] = true
-			resp.Files = append(resp.Files, File{Name: h.Name, Data: make([]byte, 0, h.Size)})
-			cur, curWant = &resp.Files[len(resp.Files)-1], h.Size
+			f := File{Name: h.Name}
+			if spool == nil {
+				f.Data = make([]byte, 0, h.Size)
+			}
+			resp.Files = append(resp.Files, f)
+			cur, curGot, curWant, curSum = &resp.Files[len(resp.Files)-1], 0, h.Size, sha256.New()
+			if spool != nil {
+				curOut = spool.File(h.Name, h.Size)
+			}
 			total += h.Size
 		case TypeData:
 			if cur == nil {
 				return nil, protoErr("data before any file header")
 			}
-			if int64(len(cur.Data)+len(p)) > curWant {
+			if curGot+int64(len(p)) > curWant {
 				return nil, protoErr("file %q longer than its announced %d bytes", cur.Name, curWant)
 			}
-			cur.Data = append(cur.Data, p...)
+			curGot += int64(len(p))
+			curSum.Write(p)
+			if curOut == nil {
+				cur.Data = append(cur.Data, p...)
+			} else if _, err := curOut.Write(p); err != nil {
+				return nil, fmt.Errorf("spooling file %q: %w", cur.Name, err)
+			}
 		case TypeResult:
-			if cur != nil && int64(len(cur.Data)) != curWant {
-				return nil, protoErr("file %q ended after %d of %d bytes", cur.Name, len(cur.Data), curWant)
+			if err := ended(); err != nil {
+				return nil, err
 			}
 			if err := json.Unmarshal(p, &resp.Result); err != nil {
 				return nil, protoErr("result: %v", err)
 			}
-			if err := checkManifest(resp); err != nil {
+			if err := checkManifest(resp, got); err != nil {
 				return nil, err
 			}
 			return resp, nil
@@ -283,15 +335,14 @@ func ReadResponse(r io.Reader, lim Limits) (*Response, error) {
 	}
 }
 
-// checkManifest matches the files received against the result's list.
-func checkManifest(resp *Response) error {
+// checkManifest matches the files received (got: each one's name, size and
+// digest as received) against the result's list.
+func checkManifest(resp *Response, got []FileInfo) error {
 	if len(resp.Result.Files) != len(resp.Files) {
 		return protoErr("result lists %d files, %d were sent", len(resp.Result.Files), len(resp.Files))
 	}
-	for i, f := range resp.Files {
-		want := resp.Result.Files[i]
-		sum := sha256.Sum256(f.Data)
-		if want.Name != f.Name || want.Size != int64(len(f.Data)) || want.SHA256 != hex.EncodeToString(sum[:]) {
+	for i, f := range got {
+		if resp.Result.Files[i] != f {
 			return protoErr("file %q does not match the result's manifest", f.Name)
 		}
 	}

@@ -156,6 +156,49 @@ func TestReadResponse(t *testing.T) {
 	}
 }
 
+// memSpool keeps what a response spools, by file.
+type memSpool struct {
+	starts int
+	files  map[string]*bytes.Buffer
+}
+
+func (m *memSpool) Start() { m.starts++; m.files = map[string]*bytes.Buffer{} }
+
+func (m *memSpool) File(name string, size int64) io.Writer {
+	m.files[name] = &bytes.Buffer{}
+	return m.files[name]
+}
+
+// With a spool the files' bytes go there as they arrive, not into the
+// response, and are still checked against the manifest.
+func TestReadResponseToSpool(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{"page-1.ppm": "one", "page-2.ppm": strings.Repeat("2", MaxFrame+5)}
+	order := []string{"page-1.ppm", "page-2.ppm"}
+	sp := &memSpool{}
+	resp, err := ReadResponseTo(bytes.NewReader(response(t, files, order, nil)), Limits{MaxBytes: 4 << 20, MaxFiles: 10}, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.starts != 1 || len(resp.Files) != 2 || resp.Files[0].Name != order[0] || resp.Files[1].Name != order[1] {
+		t.Fatalf("%d starts, files %v", sp.starts, resp.Files)
+	}
+	for _, f := range resp.Files {
+		if f.Data != nil || sp.files[f.Name].String() != files[f.Name] {
+			t.Errorf("%s: %d bytes in the response, %d spooled; want none and %d", f.Name, len(f.Data), sp.files[f.Name].Len(), len(files[f.Name]))
+		}
+	}
+	for name, mutate := range map[string]func(*Result){
+		"digest": func(r *Result) { r.Files[1].SHA256 = strings.Repeat("0", 64) },
+		"size":   func(r *Result) { r.Files[0].Size++ },
+	} {
+		raw := response(t, files, order, mutate)
+		if _, err := ReadResponseTo(bytes.NewReader(raw), Limits{MaxBytes: 4 << 20, MaxFiles: 10}, sp); !errors.Is(err, ErrProtocol) {
+			t.Errorf("a spooled file whose %s is not the manifest's: %v, want a protocol error", name, err)
+		}
+	}
+}
+
 func TestReadResponseLimits(t *testing.T) {
 	t.Parallel()
 	files := map[string]string{"a": strings.Repeat("a", 1000), "b": "b"}

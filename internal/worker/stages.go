@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -21,12 +22,12 @@ import (
 func (h *Handler) runStages(ctx context.Context, r *render.Renderer, plan *render.Plan, input []byte, then func(*sandbox.Result, string, error, []queue.Step)) {
 	names := plan.Stages()
 	if len(names) == 1 {
-		h.run(ctx, r.Name, plan.FirstFamily(), plan.Job, input, func(res *sandbox.Result, mode string, err error) {
+		h.run(ctx, r.Name, plan.FirstFamily(), plan.Job, bytes.NewReader(input), func(res *sandbox.Result, mode string, err error) {
 			then(res, mode, err, nil)
 		})
 		return
 	}
-	st := render.Stage{Name: names[0], Family: plan.FirstFamily(), Job: plan.Job, Input: input}
+	st := render.Stage{Name: names[0], Family: plan.FirstFamily(), Job: plan.Job, Input: bytes.NewReader(input)}
 	var steps []queue.Step
 	for i := 0; ; i++ {
 		t0 := time.Now()
@@ -41,7 +42,8 @@ func (h *Handler) runStages(ctx context.Context, r *render.Renderer, plan *rende
 				then(res, mode, stageErr(st.Name, err), steps)
 				return
 			}
-			// The files outlive the sandbox: they are the host's copy.
+			// The files outlive the sandbox: they are the host's copy
+			// (safe-pdf's frames: their names, the bytes in its spool).
 			files, last, lastMode = res.Response.Files, res, mode
 		})
 		if ended {
@@ -49,8 +51,14 @@ func (h *Handler) runStages(ctx context.Context, r *render.Renderer, plan *rende
 		}
 		next, err := plan.Next(i, files)
 		if err != nil {
-			steps[len(steps)-1].Outcome = string(sandbox.RenderFailed)
-			then(last, lastMode, &sandbox.Error{Outcome: sandbox.RenderFailed, Msg: "stage " + st.Name + ": " + err.Error()}, steps)
+			// Refused files fail the job; the host's own trouble in
+			// keeping them (a full disk) is worth another attempt.
+			outcome := sandbox.RenderFailed
+			if !errors.Is(err, render.ErrBadOutput) {
+				outcome = sandbox.SandboxFailure
+			}
+			steps[len(steps)-1].Outcome = string(outcome)
+			then(last, lastMode, &sandbox.Error{Outcome: outcome, Msg: "stage " + st.Name + ": " + err.Error()}, steps)
 			return
 		}
 		st = next

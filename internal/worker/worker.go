@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -193,6 +194,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return h.end(ctx, log, p, "failed", ErrorCode(err), err.Error())
 	}
 	plan.Job.Input = bytes.NewReader(input)
+	defer plan.Close()
 	start := time.Now()
 	done := h.Metrics.start(p.Accepted)
 	var ret error
@@ -284,8 +286,9 @@ func diagnosticsOf(res *sandbox.Result) *queue.Diagnostics {
 
 // run runs the job in a sandbox from the pool when its family has one
 // ready, else in a cold one, and calls then with the result and the
-// sandbox's mode before the sandbox is torn down.
-func (h *Handler) run(ctx context.Context, renderer, family string, job sandbox.Job, input []byte, then func(*sandbox.Result, string, error)) {
+// sandbox's mode before the sandbox is torn down. input is what job.Input
+// reads, read again for a cold run after a pooled sandbox broke.
+func (h *Handler) run(ctx context.Context, renderer, family string, job sandbox.Job, input io.ReaderAt, then func(*sandbox.Result, string, error)) {
 	t := time.Now()
 	sb, mode := h.Pool.Take(ctx, family, job.Limits)
 	if h.Pool.Serves(family) {
@@ -305,7 +308,7 @@ func (h *Handler) run(ctx context.Context, renderer, family string, job sandbox.
 			return
 		}
 		h.Logger.Warn("a pooled sandbox failed; running the job cold", "sandbox_id", res.SandboxID, "sandbox_mode", mode, "err", err)
-		job.Input = bytes.NewReader(input)
+		job.Input = io.NewSectionReader(input, 0, job.Request.InputSize)
 	}
 	res, _ := h.Manager.RunThen(ctx, nil, job, func(res *sandbox.Result, err error) {
 		then(res, sandbox.ModeCold, err)
