@@ -156,6 +156,15 @@ func preflightAs(ctx context.Context, c Config, log *slog.Logger, rep checkRepor
 	if err := step("cgroups", sandbox.CheckCgroups(), "memory, cpu and pids controllers present"); err != nil {
 		return nil, facts, err
 	}
+	// The self-test reads a real sandbox's swap limit; this says whether
+	// the kernel can hold one.
+	if limited, detail, err := sandbox.CheckSwap(); err != nil || limited {
+		if err := step("swap", err, detail); err != nil {
+			return nil, facts, err
+		}
+	} else {
+		rep("WARN", "swap", detail, 16)
+	}
 	// Not a refusal: without huge pages the sandboxes are slower, not
 	// less isolated.
 	if ok, detail := sandbox.HugePages(); ok {

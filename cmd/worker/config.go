@@ -198,7 +198,7 @@ func (c Config) privateManager(log *slog.Logger) (*sandbox.Manager, func(), erro
 }
 
 // runnableManager is a manager after the cheap start-up checks (runsc
-// version, cgroups), for commands that run sandboxes without the full
+// version, cgroups, swap), for commands that run sandboxes without the full
 // preflight.
 func (c Config) runnableManager(ctx context.Context) (*sandbox.Manager, error) {
 	m, err := c.manager(c.logger())
@@ -209,6 +209,9 @@ func (c Config) runnableManager(ctx context.Context) (*sandbox.Manager, error) {
 		return nil, err
 	}
 	if err := sandbox.CheckCgroups(); err != nil {
+		return nil, err
+	}
+	if _, _, err := sandbox.CheckSwap(); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -61,7 +61,10 @@ func TestCheckPassesOnAGoodHost(t *testing.T) {
 	if err != nil {
 		t.Fatalf("worker check failed: %v\n%s", err, out)
 	}
-	for _, want := range []string{"PASS  runsc version", "PASS  rootfs digest", "PASS  gVisor kernel", "PASS  no route to the host", "worker: ready"} {
+	// "no swap": each sandbox's cgroup, read on the host, allows no swap
+	// past its memory limit (a pooled one's lowered to its job's).
+	for _, want := range []string{"PASS  runsc version", "PASS  swap ", "PASS  rootfs digest", "PASS  gVisor kernel", "PASS  no route to the host",
+		"PASS  no swap  ", "PASS  no swap (prebooted)", "PASS  no swap (restored)", "worker: ready"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

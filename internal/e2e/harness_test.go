@@ -34,6 +34,10 @@ import (
 var bins string // directory with the api and worker binaries
 
 func TestMain(m *testing.M) {
+	// Run as the helper of TestWorkerRunsAsItsUnitRunsIt.
+	if families := os.Getenv(familiesEnv); families != "" {
+		restrictFamilies(families, os.Args[1:])
+	}
 	dir, err := os.MkdirTemp("", "renderbox-e2e-")
 	if err != nil {
 		panic(err)

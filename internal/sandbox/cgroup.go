@@ -54,6 +54,74 @@ func CheckCgroups() error {
 	return nil
 }
 
+// SwapAccounting reports whether the kernel charges swap to cgroups, which
+// a sandbox's swap limit needs: on v1 the memory hierarchy then has
+// memory.memsw.* files (none when the kernel lacks CONFIG_MEMCG_SWAP or
+// was booted with swapaccount=0); on v2 every cgroup with the memory
+// controller has memory.swap.max (none after cgroup.memory=noswap). The
+// v2 root has no memory files: its children are looked at.
+func SwapAccounting() bool {
+	if !cgroupV2() {
+		return exists(filepath.Join(cgroupRoot, "memory", "memory.memsw.limit_in_bytes"))
+	}
+	withMemory, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", "memory.current"))
+	return len(withMemory) > 0 && exists(filepath.Join(filepath.Dir(withMemory[0]), "memory.swap.max"))
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// hostSwapKiB is the host's swap space (SwapTotal of /proc/meminfo).
+func hostSwapKiB() (int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, fmt.Errorf("swap: reading the host's swap space: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "SwapTotal:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, errors.New("swap: reading the host's swap space: /proc/meminfo has no SwapTotal")
+}
+
+// CheckSwap tells whether sandboxes can swap past their memory limits.
+// Where the kernel accounts swap, every sandbox's memory+swap is capped at
+// its memory limit (limited). Where it does not, nothing caps a sandbox's
+// swap: an error if the host has swap, and not limited (a warning) if it
+// has none now, as a later swapon would add some.
+func CheckSwap() (limited bool, detail string, err error) {
+	accounted := SwapAccounting()
+	var swapKiB int64
+	if !accounted {
+		if swapKiB, err = hostSwapKiB(); err != nil {
+			return false, "", err
+		}
+	}
+	return judgeSwap(accounted, swapKiB, cgroupV2())
+}
+
+// judgeSwap is CheckSwap's verdict on what it read.
+func judgeSwap(accounted bool, swapKiB int64, v2 bool) (limited bool, detail string, err error) {
+	if accounted {
+		f := "memory.memsw.limit_in_bytes = memory.limit_in_bytes"
+		if v2 {
+			f = "memory.swap.max = 0"
+		}
+		return true, "the kernel accounts swap to cgroups: every sandbox gets " + f, nil
+	}
+	how := "boot the kernel with swapaccount=1"
+	if v2 {
+		how = "boot the kernel without cgroup.memory=noswap"
+	}
+	if swapKiB > 0 {
+		return false, "", fmt.Errorf("swap: the host has %d MiB of swap and the kernel does not account swap to cgroups: a sandbox at its memory limit would swap out into all of it; %s, or turn swap off (swapoff -a) — renderbox will not run without limits", swapKiB>>10, how)
+	}
+	return false, "the kernel does not account swap to cgroups, and the host has no swap now; a swapon would let sandboxes swap past their memory limits (" + how + ")", nil
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -230,26 +298,31 @@ func memoryUsage(rel string) int64 {
 }
 
 // lowerCgroup writes the memory, CPU and pids limits of lim into cgroup
-// rel, for a sandbox created with higher ones. It only ever lowers: the
-// caller checks that lim fits under what the sandbox was created with.
-func lowerCgroup(rel string, lim Limits) error {
+// rel, for a sandbox created with higher ones, and with noSwap its swap
+// limit with them: memory+swap is the memory limit again (v1; written
+// after the memory limit, which it may never be below), no swap (v2). It
+// only ever lowers: the caller checks that lim fits under what the sandbox
+// was created with.
+func lowerCgroup(rel string, lim Limits, noSwap bool) error {
 	period := int64(100_000)
 	quota := int64(lim.CPUs * float64(period))
+	mem := strconv.FormatInt(lim.MemoryBytes, 10)
 	type write struct{ controller, file, value string }
 	var ws []write
 	if cgroupV2() {
-		ws = []write{
-			{"memory", "memory.max", strconv.FormatInt(lim.MemoryBytes, 10)},
-			{"cpu", "cpu.max", fmt.Sprintf("%d %d", quota, period)},
-			{"pids", "pids.max", strconv.FormatInt(lim.Pids, 10)},
+		ws = []write{{"memory", "memory.max", mem}}
+		if noSwap {
+			ws = append(ws, write{"memory", "memory.swap.max", "0"})
 		}
+		ws = append(ws, write{"cpu", "cpu.max", fmt.Sprintf("%d %d", quota, period)})
 	} else {
-		ws = []write{
-			{"memory", "memory.limit_in_bytes", strconv.FormatInt(lim.MemoryBytes, 10)},
-			{"cpu", "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)},
-			{"pids", "pids.max", strconv.FormatInt(lim.Pids, 10)},
+		ws = []write{{"memory", "memory.limit_in_bytes", mem}}
+		if noSwap {
+			ws = append(ws, write{"memory", "memory.memsw.limit_in_bytes", mem})
 		}
+		ws = append(ws, write{"cpu", "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)})
 	}
+	ws = append(ws, write{"pids", "pids.max", strconv.FormatInt(lim.Pids, 10)})
 	for _, w := range ws {
 		f := cgroupFile(w.controller, rel, w.file)
 		if err := os.WriteFile(f, []byte(w.value), 0); err != nil {
@@ -257,4 +330,24 @@ func lowerCgroup(rel string, lim Limits) error {
 		}
 	}
 	return nil
+}
+
+// swapLimit reads the memory and swap limits of cgroup rel, which must
+// allow memory bytes and no swap: on v1 memory+swap equal to the memory
+// limit, on v2 memory.swap.max 0.
+func swapLimit(rel string, memory int64) (pass bool, detail string) {
+	read := func(file string) string {
+		b, err := os.ReadFile(cgroupFile("memory", rel, file))
+		if err != nil {
+			return err.Error()
+		}
+		return strings.TrimSpace(string(b))
+	}
+	want := strconv.FormatInt(memory, 10)
+	if cgroupV2() {
+		mem, swap := read("memory.max"), read("memory.swap.max")
+		return mem == want && swap == "0", fmt.Sprintf("memory.max %s (the sandbox's limit: %s), memory.swap.max %s", mem, want, swap)
+	}
+	mem, memsw := read("memory.limit_in_bytes"), read("memory.memsw.limit_in_bytes")
+	return mem == want && memsw == want, fmt.Sprintf("memory.limit_in_bytes %s (the sandbox's limit: %s), memory.memsw.limit_in_bytes %s", mem, want, memsw)
 }

@@ -99,6 +99,10 @@ type Manager struct {
 	lockFile *os.File // the state dir's lock, while held (Lock)
 
 	renders renderGate // jobs rendering now (quiet.go)
+
+	// noSwap: the kernel accounts swap to cgroups, and every sandbox's
+	// memory+swap is capped at its memory limit (SpecOptions.NoSwap).
+	noSwap bool
 }
 
 // NewManager locates runsc and prepares the state directory. It does not
@@ -132,9 +136,10 @@ func NewManager(cfg Config) (*Manager, error) {
 	}
 	cfg.Rootfs = rootfs
 	return &Manager{
-		cfg:   cfg,
-		runsc: &Runsc{Path: path, Root: root, Platform: cfg.Platform, SystrapFastPath: cfg.SystrapFastPath, LogDir: cfg.RunscDebugLog},
-		log:   cfg.Logger,
+		cfg:    cfg,
+		runsc:  &Runsc{Path: path, Root: root, Platform: cfg.Platform, SystrapFastPath: cfg.SystrapFastPath, LogDir: cfg.RunscDebugLog},
+		log:    cfg.Logger,
+		noSwap: SwapAccounting(),
 	}, nil
 }
 
@@ -177,6 +182,7 @@ func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, cre
 		GID:         AgentGID,
 		CgroupsPath: s.cgroup,
 		Limits:      lim,
+		NoSwap:      m.noSwap,
 	})
 	if err == nil && create {
 		err = s.create(ctx)

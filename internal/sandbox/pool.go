@@ -342,7 +342,7 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 			continue
 		}
 		if lim != f.cfg.Limits {
-			if err := lowerCgroup(pd.sb.cgroup, lim); err != nil {
+			if err := lowerCgroup(pd.sb.cgroup, lim, p.m.noSwap); err != nil {
 				p.m.log.Warn("pool: lowering a sandbox's limits failed; destroying it", "family", name, "sandbox_id", pd.sb.ID, "err", err)
 				p.discard(ctx, f, pd, "lower_failed")
 				continue

@@ -159,6 +159,45 @@ func TestIdleSandboxThatDiesIsReplaced(t *testing.T) {
 	}
 }
 
+// A sandbox's cgroup allows no swap past its memory limit, read on the
+// host: a cold one's, and a pooled one's lowered to its job's.
+func TestSandboxesCannotSwap(t *testing.T) {
+	t.Parallel()
+	if !sandbox.SwapAccounting() {
+		t.Fatal("the kernel does not account swap to cgroups, so no swap limit can be read: boot it with swapaccount=1 (v1) or without cgroup.memory=noswap (v2)")
+	}
+	m := testenv.Manager(t, sandbox.Config{})
+	noSwap := func(what string, sb *sandbox.Sandbox, memory int64) {
+		t.Helper()
+		want := strconv.FormatInt(memory, 10)
+		if got := cgroupValue(t, m, sb, "memory/memory.limit_in_bytes", "memory.max"); got != want {
+			t.Errorf("%s: memory limit %s, want %s", what, got, want)
+		}
+		swap, wantSwap := cgroupValue(t, m, sb, "memory/memory.memsw.limit_in_bytes", "memory.swap.max"), want
+		if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+			wantSwap = "0"
+		}
+		if swap != wantSwap {
+			t.Errorf("%s: swap limit %s, want %s: no swap past the memory limit", what, swap, wantSwap)
+		}
+	}
+	cold, err := m.Prepare(context.Background(), sandbox.Limits{MemoryBytes: 384 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSwap("a cold sandbox", cold, 384<<20)
+	if err := cold.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pool := sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 1 << 30}
+	p := lightPool(t, m, 1, pool)
+	low := pool
+	low.MemoryBytes = 256 << 20
+	sb := take(t, p, low)
+	defer sb.Destroy(context.Background())
+	noSwap("a pooled sandbox lowered to its job's limit", sb, 256<<20)
+}
+
 // Not parallel: it times a kill.
 func TestPooledJobGetsItsLowerLimits(t *testing.T) {
 	m := testenv.Manager(t, sandbox.Config{})

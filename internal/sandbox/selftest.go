@@ -26,8 +26,9 @@ type Check struct {
 // checkpoint image. It also checks that a file or a process one pooled job
 // leaves is absent in the next job of the same pool. It opens a TCP
 // listener on the host's loopback and asks the probe to connect to it: the
-// connection must fail and the listener must see nothing. Without pooled,
-// only the cold sandbox is checked (a worker whose pool is off).
+// connection must fail and the listener must see nothing. From the host it
+// reads each sandbox's cgroup: no swap past the memory limit. Without
+// pooled, only the cold sandbox is checked (a worker whose pool is off).
 func (m *Manager) SelfTest(ctx context.Context, pooled bool) ([]Check, error) {
 	canary, err := NewCanary("127.0.0.1:0")
 	if err != nil {
@@ -35,10 +36,16 @@ func (m *Manager) SelfTest(ctx context.Context, pooled bool) ([]Check, error) {
 	}
 	defer canary.Close()
 	lim := m.cfg.Limits
-	cs, err := m.probeIn(ctx, nil, canary, lim)
+	sb, err := m.Prepare(ctx, lim)
+	if err != nil {
+		return nil, fmt.Errorf("self-test: %w", err)
+	}
+	swap := m.swapCheck(sb)
+	cs, err := m.probeIn(ctx, sb, canary, lim)
 	if err != nil {
 		return nil, err
 	}
+	cs = append(cs, swap)
 	for _, restore := range []bool{false, true} {
 		if !pooled {
 			break
@@ -78,9 +85,13 @@ func (m *Manager) probeIn(ctx context.Context, sb *Sandbox, canary *Canary, lim 
 
 // selfTestPool checks sandboxes from a pool (restored from a checkpoint
 // when restore): the probe's properties, and that nothing of one job is
-// seen by the next.
+// seen by the next. The pool makes its sandboxes with a higher memory
+// limit than lim, as a renderer family's can be above a job's: each job
+// runs in one lowered to lim's, and its swap limit must follow.
 func (m *Manager) selfTestPool(ctx context.Context, canary *Canary, lim Limits, restore bool) (cs []Check, err error) {
-	pool, err := m.NewPool(PoolConfig{Families: []PoolFamily{{Name: "selftest", Limits: lim, Size: 1, Restore: restore}}})
+	made := lim
+	made.MemoryBytes += 256 << 20
+	pool, err := m.NewPool(PoolConfig{Families: []PoolFamily{{Name: "selftest", Limits: made, Size: 1, Restore: restore}}})
 	if err != nil {
 		return nil, err
 	}
@@ -108,11 +119,12 @@ func (m *Manager) selfTestPool(ctx context.Context, canary *Canary, lim Limits, 
 	if err != nil {
 		return nil, err
 	}
+	swap := m.swapCheck(sb)
 	probed, err := m.probeIn(ctx, sb, canary, lim)
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range probed {
+	for _, c := range append(probed, swap) {
 		c.Name += " (" + mode + ")"
 		cs = append(cs, c)
 	}
@@ -143,6 +155,24 @@ func (m *Manager) selfTestPool(ctx context.Context, canary *Canary, lim Limits, 
 	cs = append(cs, Check{Name: "nothing left between jobs (" + mode + ")", Pass: fileGone && procGone && seen["tmp"] != "",
 		Detail: fmt.Sprintf("the next job's /tmp: %q; its processes: %q", strings.TrimSpace(seen["tmp"]), strings.TrimSpace(seen["procs"]))})
 	return cs, nil
+}
+
+// swapCheck reads sb's cgroup on the host: its memory limit is the
+// sandbox's and it may not swap past it. Where the kernel does not account
+// swap there is no limit to read, and it passes only while the host has no
+// swap (CheckSwap).
+func (m *Manager) swapCheck(sb *Sandbox) Check {
+	c := Check{Name: "no swap"}
+	if m.noSwap {
+		c.Pass, c.Detail = swapLimit(sb.cgroup, sb.Limits.MemoryBytes)
+		return c
+	}
+	_, detail, err := CheckSwap()
+	c.Pass, c.Detail = err == nil, detail
+	if err != nil {
+		c.Detail = err.Error()
+	}
+	return c
 }
 
 // Canary is a TCP listener on the host that counts the connections it

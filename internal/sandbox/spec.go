@@ -92,6 +92,10 @@ type SpecOptions struct {
 	UID, GID    uint32   // the agent's: non-root and not the renderer's (AgentUID)
 	CgroupsPath string   // where runsc puts this sandbox's cgroups
 	Limits      Limits
+	// NoSwap caps the sandbox's memory+swap at its memory limit: no swap
+	// at all. Only where the kernel accounts swap to cgroups
+	// (SwapAccounting); runsc fails to create a sandbox otherwise.
+	NoSwap bool
 }
 
 // AgentPath is where rootfs/build.sh installs the agent.
@@ -136,6 +140,14 @@ func BuildSpec(o SpecOptions) (*specs.Spec, error) {
 	period := uint64(100_000)
 	quota := int64(l.CPUs * float64(period))
 	mem := l.MemoryBytes
+	memory := &specs.LinuxMemory{Limit: &mem}
+	if o.NoSwap {
+		// OCI's Swap is memory+swap, as cgroup v1's memsw: runsc writes it
+		// to memory.memsw.limit_in_bytes on v1, and their difference, 0,
+		// to memory.swap.max on v2. Without it a sandbox at its memory
+		// limit swaps out and goes on, up to all the host's swap.
+		memory.Swap = &mem
+	}
 	oom := sandboxOOMScoreAdj
 	var ann map[string]string
 	if o.RootfsImage != "" {
@@ -197,7 +209,7 @@ func BuildSpec(o SpecOptions) (*specs.Spec, error) {
 				{Type: specs.MountNamespace},
 			},
 			Resources: &specs.LinuxResources{
-				Memory: &specs.LinuxMemory{Limit: &mem},
+				Memory: memory,
 				CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
 				Pids:   &specs.LinuxPids{Limit: &l.Pids},
 			},

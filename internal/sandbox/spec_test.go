@@ -177,6 +177,52 @@ func TestBuildSpecMountsTheImage(t *testing.T) {
 	}
 }
 
+// With NoSwap the spec's memory+swap is the memory limit: no swap at all
+// (runsc writes it to memory.memsw.limit_in_bytes on v1, and 0 to
+// memory.swap.max on v2). Without it (a kernel that does not account swap)
+// there is none: runsc would fail to write it.
+func TestBuildSpecAllowsNoSwap(t *testing.T) {
+	t.Parallel()
+	for _, noSwap := range []bool{true, false} {
+		s, err := BuildSpec(SpecOptions{
+			RootfsPath: "/r", Args: []string{AgentPath}, UID: AgentUID, GID: AgentGID, CgroupsPath: "/c",
+			Limits: Limits{MemoryBytes: 300 << 20}, NoSwap: noSwap,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := s.Linux.Resources.Memory
+		switch {
+		case noSwap && (m.Swap == nil || *m.Swap != 300<<20 || *m.Limit != 300<<20):
+			t.Errorf("NoSwap: memory %+v, want limit and swap (memory+swap) both %d", m, 300<<20)
+		case !noSwap && m.Swap != nil:
+			t.Errorf("without NoSwap: swap %d, want none", *m.Swap)
+		}
+	}
+}
+
+// Swap the kernel does not account is refused when the host has any, and
+// warned about when it has none.
+func TestJudgeSwap(t *testing.T) {
+	t.Parallel()
+	if limited, detail, err := judgeSwap(true, 4<<20, false); !limited || err != nil || !strings.Contains(detail, "memory.memsw.limit_in_bytes = memory.limit_in_bytes") {
+		t.Errorf("accounted v1: %v %q %v, want limited by memsw", limited, detail, err)
+	}
+	if limited, detail, err := judgeSwap(true, 0, true); !limited || err != nil || !strings.Contains(detail, "memory.swap.max = 0") {
+		t.Errorf("accounted v2: %v %q %v, want limited by memory.swap.max", limited, detail, err)
+	}
+	_, _, err := judgeSwap(false, 4<<20, false)
+	if err == nil || !strings.Contains(err.Error(), "4096 MiB of swap") || !strings.Contains(err.Error(), "swapaccount=1") || !strings.Contains(err.Error(), "swapoff") {
+		t.Errorf("unaccounted swap on v1: %v, want a refusal naming swapaccount=1 and swapoff", err)
+	}
+	if _, _, err := judgeSwap(false, 1024, true); err == nil || !strings.Contains(err.Error(), "cgroup.memory=noswap") {
+		t.Errorf("unaccounted swap on v2: %v, want a refusal naming cgroup.memory=noswap", err)
+	}
+	if limited, detail, err := judgeSwap(false, 0, false); limited || err != nil || !strings.Contains(detail, "no swap now") {
+		t.Errorf("unaccounted, no swap: %v %q %v, want not limited, a warning", limited, detail, err)
+	}
+}
+
 func TestBuildSpecRefusesRoot(t *testing.T) {
 	t.Parallel()
 	_, err := BuildSpec(SpecOptions{RootfsPath: "/r", Args: []string{"/a"}, CgroupsPath: "/c", UID: 0, GID: 0})
