@@ -451,7 +451,7 @@ func cmdRootfs(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("made %s: %d MiB in %.1fs, sha256 %s, from tree %s\n", filepath.Join(tree, rootfs.ImageName), rec.Bytes>>20, time.Since(t).Seconds(), rec.SHA256, rec.TreeSHA256)
+		fmt.Printf("made %s: %d MiB in %.1fs, sha256 %s, its contents checked: tree %s\n", filepath.Join(tree, rootfs.ImageName), rec.Bytes>>20, time.Since(t).Seconds(), rec.SHA256, rec.TreeSHA256)
 	case "fontconfig":
 		if err := rootfs.FlattenFontconfig(tree); err != nil {
 			return err

@@ -131,8 +131,8 @@ type TreeDigest struct {
 
 type entry struct {
 	rel  string
-	line string // everything but the content digest
-	path string // regular files only
+	line string                 // everything but the content digest
+	hash func() (string, error) // regular files only: their content's digest
 	sum  string
 }
 
@@ -147,7 +147,7 @@ func Digest(dir string) (TreeDigest, error) {
 		target := ""
 		switch mode := info.Mode(); {
 		case mode.IsRegular():
-			e.path = p
+			e.hash = func() (string, error) { return fileSHA256(p) }
 			td.Files++
 			td.Bytes += info.Size()
 		case mode&fs.ModeSymlink != 0:
@@ -234,7 +234,7 @@ func hashContents(ents []*entry) error {
 		go func() {
 			defer wg.Done()
 			for e := range work {
-				s, err := fileSHA256(e.path)
+				s, err := e.hash()
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, err)
@@ -246,7 +246,7 @@ func hashContents(ents []*entry) error {
 		}()
 	}
 	for _, e := range ents {
-		if e.path != "" {
+		if e.hash != nil {
 			work <- e
 		}
 	}
