@@ -108,7 +108,8 @@ func TestImageReaderIsRunscs(t *testing.T) {
 
 // A file dropped into the tree while mkfs.erofs reads it, and removed
 // again after, so that the tree still verifies, does not reach an image:
-// MakeImage reads the image back and refuses it.
+// MakeImage reads the image back and refuses it, and so does Import,
+// which makes the image of the tree it stages before current moves.
 func TestImageRefusesAFileDroppedWhileItIsMade(t *testing.T) {
 	// Not parallel: PATH is the test's.
 	mkfs, err := exec.LookPath("mkfs.erofs")
@@ -140,6 +141,8 @@ func TestImageRefusesAFileDroppedWhileItIsMade(t *testing.T) {
 			t.Errorf("%s was left beside the tree", name)
 		}
 	}
+	ex := export(t, tree)
+	refused(t, ex.Path, ex.SHA256, ErrTampered)
 }
 
 // VerifyImage reads what the image holds, not only the digest of its
