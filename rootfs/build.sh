@@ -10,6 +10,9 @@
 #   <key>/rootfs.erofs    the tree as an EROFS image, what sandboxes mount
 #                         (+ rootfs.erofs.json: its digest and its tree's)
 #   current -> <key>      what the worker uses by default
+# RENDERBOX_ROOTFS_DIR is root's and 0700, and so is each <key>/: no other
+# user may reach a tree to drop a file into it while it is sealed or made
+# into an image (docs/security.md, "The rootfs on the host").
 # The slow part (mmdebstrap) is cached as a tarball keyed by a digest of its
 # inputs (packages.txt, sources.list, the mmdebstrap arguments) and of the
 # archives' state (their InRelease files) in RENDERBOX_CACHE_DIR.
@@ -47,7 +50,8 @@ archive_state() {
     curl -fsS --max-time 20 "$url/dists/$suite/InRelease" | sha256sum | cut -c1-16 || return 1
   done < "$here/sources.list"
 }
-mkdir -p "$cache" "$out"
+mkdir -p "$cache"
+install -d -m 0700 "$out" && chmod 0700 "$out"
 if state=$(archive_state) && [ -n "$state" ]; then
   base_key="$static_key-$(printf '%s\n' "$state" | sha256sum | cut -c1-8)"
 else
@@ -88,6 +92,7 @@ else
   work="$out/.tmp-$key"
   rm -rf "$work"
   mkdir -p "$work/rootfs"
+  chmod 0700 "$work"
   tar -C "$work/rootfs" -xf "$base_tar"
   install -m 0755 -o root -g root "$tmpbin/renderbox-agent" "$work/rootfs/usr/local/bin/renderbox-agent"
   # Static files the renderers use (e.g. the Markdown page wrapper).
@@ -113,9 +118,16 @@ else
   # fresh home) rescan every font — seconds of CPU per Chromium or
   # LibreOffice start.
   chroot "$work/rootfs" /usr/bin/fc-cache --force --system-only >/dev/null
-  # Defence in depth: nothing in the tree may raise privileges, even if
-  # noNewPrivileges were ever lost.
-  find "$work/rootfs" -xdev -type f -perm /6000 -exec chmod ug-s {} +
+  # The tree's normal form, which seal, export and import insist on: every
+  # entry root's, no setuid, setgid or sticky bit. Nothing in the tree may
+  # raise privileges, even if noNewPrivileges were ever lost, or belong to
+  # whichever host user has a Debian account's uid. The scratch directories
+  # (tmp, var/tmp, run/lock) lose only their sticky bit: in a sandbox /tmp
+  # is a tmpfs and the rest of the root is read-only (the self-test writes
+  # the world-writable /var/tmp to show it), and on the host the tree is
+  # out of every other user's reach.
+  chown -hR 0:0 "$work/rootfs"
+  find "$work/rootfs" -xdev ! -type l -perm /7000 -exec chmod ug-s,-t {} +
   dpkg-query --admindir="$work/rootfs/var/lib/dpkg" -W -f='${Package}\t${Version}\n' > "$work/packages.tsv"
   "$tmpbin/worker" rootfs seal --packages "$work/packages.tsv" --inputs "$base_key" \
     --packages-at "$(date -u -r "$base_tar" +%Y-%m-%dT%H:%M:%SZ)" "$work"

@@ -460,7 +460,7 @@ func cmdRootfs(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("made %s: %d MiB in %.1fs, sha256 %s, from tree %s\n", filepath.Join(tree, rootfs.ImageName), rec.Bytes>>20, time.Since(t).Seconds(), rec.SHA256, rec.TreeSHA256)
+		fmt.Printf("made %s: %d MiB in %.1fs, sha256 %s, its contents checked: tree %s\n", filepath.Join(tree, rootfs.ImageName), rec.Bytes>>20, time.Since(t).Seconds(), rec.SHA256, rec.TreeSHA256)
 	case "fontconfig":
 		if err := rootfs.FlattenFontconfig(tree); err != nil {
 			return err
@@ -494,8 +494,9 @@ func rootfsExport(tree, outDir string) error {
 	return nil
 }
 
-// rootfsImport installs archive under dir and switches its current to it
-// (rootfs.Import), checking the archive against sum or its .sha256.
+// rootfsImport installs archive under dir, with its image, and switches
+// its current to it (rootfs.Import), checking the archive against sum or
+// its .sha256.
 func rootfsImport(archive, sum, dir string) error {
 	if sum == "" {
 		var err error
@@ -514,20 +515,10 @@ func rootfsImport(archive, sum, dir string) error {
 	}
 	fmt.Printf("imported %s: %s in %.1fs\ntree    %s\ncurrent %s (was %q); restart the worker to run it\n",
 		archive, how, time.Since(t).Seconds(), im.Manifest.TreeSHA256, im.Tree, im.Previous)
-	// The image is made here, from the tree just verified: archives carry
-	// the tree only.
-	if img, _, err := rootfs.VerifyImage(im.Tree, im.Manifest); err == nil && img != "" {
+	if im.Image == nil {
+		fmt.Printf("no rootfs image: %v, then: worker rootfs image %s; until then sandboxes mount the tree through the gofer\n", rootfs.ErrNoMkfs, im.Tree)
 		return nil
 	}
-	t = time.Now()
-	rec, err := rootfs.MakeImage(im.Tree, im.Manifest)
-	if errors.Is(err, rootfs.ErrNoMkfs) {
-		fmt.Printf("no rootfs image: %v, then: worker rootfs image %s; until then sandboxes mount the tree through the gofer\n", err, im.Tree)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Printf("image   %s (%d MiB, %.1fs)\n", filepath.Join(im.Tree, rootfs.ImageName), rec.Bytes>>20, time.Since(t).Seconds())
+	fmt.Printf("image   %s (%d MiB), its contents checked against the tree's manifest\n", filepath.Join(im.Tree, rootfs.ImageName), im.Image.Bytes>>20)
 	return nil
 }

@@ -16,16 +16,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// synthTree builds a small sealed tree with what a real one holds:
-// directories (one setgid, one sticky), files with several modes and
-// owners, absolute and relative symlinks, times with nanoseconds.
+// synthTree builds a small sealed tree with what a real one holds, in
+// normal form (root's, no setuid, setgid or sticky bit: rootfs/build.sh):
+// directories, files with several modes, absolute and relative symlinks,
+// a device in dev/, times with nanoseconds.
 func synthTree(t *testing.T) string {
 	t.Helper()
 	tree := t.TempDir()
 	root := Dir(tree)
 	at := time.Date(2026, 11, 30, 10, 0, 0, 123456789, time.UTC)
 	dirs := map[string]os.FileMode{".": 0o755, "usr": 0o755, "usr/local": 0o755, "usr/local/bin": 0o755,
-		"usr/share": 0o755, "usr/share/fonts": 0o2775, "tmp": 0o1777, "etc": 0o755}
+		"usr/share": 0o755, "usr/share/fonts": 0o775, "tmp": 0o777, "etc": 0o755}
 	files := map[string]os.FileMode{AgentPath: 0o755, "etc/passwd": 0o644, "etc/shadow": 0o640,
 		"usr/share/fonts/a.ttf": 0o444, "usr/share/fonts/.uuid": 0o644, "etc/empty": 0o600}
 	for _, d := range []string{".", "usr", "usr/local", "usr/local/bin", "usr/share", "usr/share/fonts", "tmp", "etc"} {
@@ -43,14 +44,6 @@ func synthTree(t *testing.T) string {
 			t.Fatal(err)
 		}
 		if err := os.Chmod(p, mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if os.Getuid() == 0 {
-		if err := os.Lchown(filepath.Join(root, "etc/shadow"), 0, 42); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Lchown(filepath.Join(root, "usr/share/fonts/a.ttf"), 1000, 1000); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,7 +66,7 @@ func synthTree(t *testing.T) string {
 	}
 	for d, mode := range dirs {
 		// After the files: making one clears nothing, but chmod is last.
-		if err := os.Chmod(filepath.Join(root, d), mode|modeBits(mode)); err != nil {
+		if err := os.Chmod(filepath.Join(root, d), mode); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -91,11 +84,6 @@ func synthTree(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return tree
-}
-
-// modeBits turns the 0o7000 octal bits in a literal mode into Go's.
-func modeBits(m os.FileMode) os.FileMode {
-	return fileMode(int64(m)) &^ os.ModePerm
 }
 
 func setTime(t *testing.T, p string, at time.Time) {
@@ -276,9 +264,13 @@ func TestImportRefuses(t *testing.T) {
 		{"setuid added", func(e []archived) []archived {
 			e[find(t, e, "rootfs/"+AgentPath)].hdr.Mode |= 0o4000
 			return e
-		}, ErrTampered},
+		}, ErrNotNormal},
 		{"owner changed", func(e []archived) []archived {
 			e[find(t, e, "rootfs/etc/passwd")].hdr.Uid = 4242
+			return e
+		}, ErrNotNormal},
+		{"mode changed", func(e []archived) []archived {
+			e[find(t, e, "rootfs/etc/passwd")].hdr.Mode = 0o666
 			return e
 		}, ErrTampered},
 		{"a path with ..", func(e []archived) []archived {

@@ -50,6 +50,13 @@ func TestExportImportBuiltTree(t *testing.T) {
 	if err != nil || m.TreeSHA256 != src.TreeSHA256 {
 		t.Fatalf("the imported tree: %v; want it to verify with digest %s", err, src.TreeSHA256)
 	}
+	// Its image, made and read back by the import, is what the worker
+	// verifies at start.
+	start = time.Now()
+	if img, rec, err := rootfs.VerifyImage(filepath.Join(dir, rootfs.CurrentName), m); err != nil || img == "" || im.Image == nil || *rec != *im.Image {
+		t.Fatalf("the imported tree's image: %q, %+v, %v; want the one the import made (%+v), verified", img, rec, err, im.Image)
+	}
+	t.Logf("image verified: %.1fs", time.Since(start).Seconds())
 	start = time.Now()
 	again, err := rootfs.Export(im.Tree, out)
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 // whose first entry is manifest.json, byte for byte, then rootfs/ in the
 // order Digest walks it (each directory's entries sorted by name, parents
 // first). It holds directories, regular files and symlinks with their
-// numeric owners, permission bits (setuid, setgid and sticky included) and
+// numeric owners (root's: see normalForm), permission bits and
 // modification times, nothing else: no user or group names, access or
 // change times, extended attributes, devices or hard links (a second name
 // of a file is packed as a copy; Digest sees no difference). The times are
@@ -130,6 +130,9 @@ func packTree(tw *tar.Writer, dir string) (string, error) {
 	var ents []*entry
 	err := walk(dir, func(p, rel string, info fs.FileInfo) (err error) {
 		mode, own := info.Mode(), owner(info)
+		if err := normalForm(mode, own); err != nil {
+			return fmt.Errorf("%s: %w (an import would refuse it)", rel, err)
+		}
 		hdr := &tar.Header{Name: archivePath(rel), Mode: tarMode(mode), Uid: own[0], Gid: own[1],
 			ModTime: info.ModTime(), Format: tar.FormatPAX}
 		target := ""

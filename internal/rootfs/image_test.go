@@ -1,11 +1,16 @@
 package rootfs
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/renderbox/renderbox/internal/sandbox"
 )
 
 // A tree's image is recorded with the tree it was made of, and VerifyImage refuses an image that is not the one recorded or a
@@ -60,5 +65,127 @@ func TestImage(t *testing.T) {
 	}
 	if _, _, err := VerifyImage(tree, m); !errors.Is(err, ErrTampered) {
 		t.Errorf("an image without its record: %v, want ErrTampered", err)
+	}
+}
+
+// An image's contents, read as the Sentry reads them, digest to the tree
+// it was made of: the same lines as Digest, in the same order.
+func TestImageDigestIsTheTreeDigest(t *testing.T) {
+	t.Parallel()
+	tree := synthTree(t)
+	m, err := ReadManifest(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := MakeImage(tree, m); err != nil {
+		t.Fatal(err)
+	}
+	d, err := ImageDigest(filepath.Join(tree, ImageName))
+	if err != nil || d.SHA256 != m.TreeSHA256 || d.Files != m.Files || d.Bytes != m.Bytes {
+		t.Fatalf("ImageDigest = %+v, %v; want the manifest's %s, %d files, %d bytes", d, err, m.TreeSHA256, m.Files, m.Bytes)
+	}
+}
+
+// The EROFS reader that checks images is the Sentry's own: go.mod pins
+// gVisor's module at the runsc renderbox runs.
+func TestImageReaderIsRunscs(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sandbox.RunscModule + " " + sandbox.PinnedRunsc
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == sandbox.RunscModule {
+			if got := f[0] + " " + f[1]; got != want {
+				t.Errorf("go.mod requires %s, runsc is pinned at %s: make them one version (go get %s@%s)", got, want, f[0], sandbox.PinnedRunsc)
+			}
+			return
+		}
+	}
+	t.Errorf("go.mod does not require %s", sandbox.RunscModule)
+}
+
+// A file dropped into the tree while mkfs.erofs reads it, and removed
+// again after, so that the tree still verifies, does not reach an image:
+// MakeImage reads the image back and refuses it, and so does Import,
+// which makes the image of the tree it stages before current moves.
+func TestImageRefusesAFileDroppedWhileItIsMade(t *testing.T) {
+	// Not parallel: PATH is the test's.
+	mkfs, err := exec.LookPath("mkfs.erofs")
+	if err != nil {
+		t.Fatal("mkfs.erofs is missing: apt-get install erofs-utils (scripts/setup.sh installs it)")
+	}
+	// mkfs.erofs that drops a file into the directory it is given, runs,
+	// and removes the file: an attacker racing it, or a writer it raced.
+	bin := t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\nfor src; do :; done\necho evil > \"$src/etc/dropped\"\n%s \"$@\"\nrc=$?\nrm -f \"$src/etc/dropped\"\nexit $rc\n", mkfs)
+	if err := os.WriteFile(filepath.Join(bin, "mkfs.erofs"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+
+	tree := synthTree(t)
+	m, err := ReadManifest(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := MakeImage(tree, m); !errors.Is(err, ErrTampered) {
+		t.Errorf("MakeImage with a file dropped during mkfs.erofs: %v, want %v", err, ErrTampered)
+	}
+	if _, err := Verify(tree); err != nil {
+		t.Fatalf("the tree after: %v; want it to verify (the file is gone again)", err)
+	}
+	for _, name := range []string{ImageName, ImageName + ".tmp", imageRecordName} {
+		if _, err := os.Stat(filepath.Join(tree, name)); err == nil {
+			t.Errorf("%s was left beside the tree", name)
+		}
+	}
+	ex := export(t, tree)
+	refused(t, ex.Path, ex.SHA256, ErrTampered)
+}
+
+// VerifyImage reads what the image holds, not only the digest of its
+// file: an image of another tree, recorded as if it were this one's (its
+// file's digest written after the fact, as MakeImage did once), is
+// refused.
+func TestVerifyImageReadsTheImagesContents(t *testing.T) {
+	t.Parallel()
+	tree := synthTree(t)
+	m, err := ReadManifest(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := MakeImage(tree, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same tree but one file, imaged and recorded under its name.
+	other := t.TempDir()
+	if out, err := exec.Command("cp", "-a", Dir(tree), other).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(other, "rootfs/etc/dropped"), []byte("evil\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(tree, ImageName)
+	if out, err := exec.Command("mkfs.erofs", "-Enoinline_data", "-x-1", img+".other", Dir(other)).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.erofs: %v %s", err, out)
+	}
+	if err := os.Rename(img+".other", img); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := fileSHA256(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := *rec
+	forged.SHA256 = sum
+	b, _ := json.Marshal(forged)
+	if err := os.WriteFile(filepath.Join(tree, imageRecordName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := VerifyImage(tree, m); !errors.Is(err, ErrTampered) {
+		t.Errorf("an image of another tree under a record of its file's digest: %v, want %v", err, ErrTampered)
 	}
 }

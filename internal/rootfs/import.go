@@ -41,21 +41,34 @@ type Imported struct {
 	Manifest *Manifest
 	Previous string // what current pointed to before; "" when nothing
 	Reused   bool   // the tree was there and verified: nothing extracted
+	// Image is the record of the tree's EROFS image, made (or, for a
+	// reused tree, verified) before current moved; nil when mkfs.erofs is
+	// missing (ErrNoMkfs): sandboxes then mount the tree through the gofer.
+	Image *ImageRecord
 }
 
 // Import installs archive (see Export) under dir and points dir/current
-// at it, refusing an archive whose SHA-256 is not wantSHA256. It extracts
-// into a staging directory under dir, never following a link and never
-// writing outside it, keeps owners, modes (setuid included) and times,
-// verifies the tree against the archive's manifest, flushes it to disk and
-// only then renames it into place and switches current: an import that
-// fails or is interrupted leaves current as it was (its staging directory
-// is removed by the next import). Imports into one dir take turns.
+// at it, refusing an archive whose SHA-256 is not wantSHA256.
+//
+// The archive is read once: it is hashed as it is extracted into a
+// staging directory under dir, and nothing read from it (its manifest
+// included) is acted on before the whole stream matched wantSHA256 (a
+// second read, after a first pass that only hashed, could be served other
+// bytes: an older archive, and current rolled back). Extraction never
+// follows a link, never writes outside the staging directory, and refuses
+// any entry not in normal form (normalForm: root's, no setuid, setgid or
+// sticky bit). Then the staged tree is verified against the manifest, its
+// EROFS image is made there and its contents checked against the manifest
+// too (MakeImage), all is flushed to disk, and only then is it renamed
+// into place and current switched: an import that fails or is interrupted
+// leaves current as it was (its staging directory is removed by the next
+// import). dir, its staging directories and its trees are private (0700,
+// privateDir). Imports into one dir take turns.
 func Import(archive, wantSHA256, dir string) (*Imported, error) {
 	if !isSHA256(wantSHA256) {
 		return nil, fmt.Errorf("importing rootfs: %q is not a SHA-256 digest in lowercase hex", wantSHA256)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := privateDir(dir); err != nil {
 		return nil, fmt.Errorf("importing rootfs: %w", err)
 	}
 	unlock, err := lockDir(dir)
@@ -70,15 +83,6 @@ func Import(archive, wantSHA256, dir string) (*Imported, error) {
 		return nil, fmt.Errorf("importing rootfs: %w", err)
 	}
 	defer f.Close()
-	// The digest first, before a byte is written: an archive that is not
-	// the one exported is refused whole.
-	if err := checkDigest(f, wantSHA256, "is not the archive exported"); err != nil {
-		return nil, fmt.Errorf("importing rootfs %s: %w", archive, err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
-	// And again as it is read: a file changed in between is refused too.
 	sum := sha256.New()
 	in := io.TeeReader(bufio.NewReaderSize(f, 1<<20), sum)
 	gz, err := gzip.NewReader(in)
@@ -93,65 +97,94 @@ func Import(archive, wantSHA256, dir string) (*Imported, error) {
 	cur := filepath.Join(dir, CurrentName)
 	prev, _ := os.Readlink(cur)
 	res := &Imported{Tree: filepath.Join(dir, importedPrefix+m.TreeSHA256[:16]), Manifest: m, Previous: prev}
+	// Looked at now, acted on only once the archive's digest matched.
 	if res.Reused, err = existing(res.Tree, m, prev); err != nil {
 		return nil, fmt.Errorf("importing rootfs: %w", err)
 	}
-	if res.Reused {
-		return res, switchCurrent(dir, filepath.Base(res.Tree))
-	}
-
-	stage, err := os.MkdirTemp(dir, ".import-*")
-	if err != nil {
-		return nil, fmt.Errorf("importing rootfs: %w", err)
-	}
-	installed := false
-	defer func() {
-		if !installed {
-			os.RemoveAll(stage)
+	stage := ""
+	if !res.Reused {
+		if stage, err = os.MkdirTemp(dir, ".import-*"); err != nil {
+			return nil, fmt.Errorf("importing rootfs: %w", err)
 		}
-	}()
-	if err := extract(tr, stage, raw, m); err != nil {
-		return nil, fmt.Errorf("importing rootfs %s: %w", archive, err)
+		defer os.RemoveAll(stage) // gone after the rename on success
+		if err := extract(tr, stage, raw, m); err != nil {
+			return nil, fmt.Errorf("importing rootfs %s: %w", archive, err)
+		}
+		// The tar's end and gzip's checksum.
+		if _, err := io.Copy(io.Discard, gz); err != nil {
+			return nil, fmt.Errorf("importing rootfs %s: %w: %v", archive, ErrBadArchive, err)
+		}
 	}
-	// The rest of the stream (gzip's checksum, anything after the tar's
-	// end) is part of the digest.
-	if _, err := io.Copy(io.Discard, gz); err != nil {
-		return nil, fmt.Errorf("importing rootfs %s: %w: %v", archive, ErrBadArchive, err)
-	}
+	// The rest of the stream (all of it but the manifest, for a tree
+	// already installed) is part of the digest.
 	if _, err := io.Copy(io.Discard, in); err != nil {
 		return nil, fmt.Errorf("importing rootfs %s: %w", archive, err)
 	}
 	if got := hex.EncodeToString(sum.Sum(nil)); got != wantSHA256 {
-		return nil, fmt.Errorf("importing rootfs %s: %w: it changed while it was read (digest %s, want %s)", archive, ErrBadArchive, got, wantSHA256)
+		return nil, fmt.Errorf("importing rootfs %s: %w: it is not the archive exported, or it changed while it was read: its digest is %s, want %s (copy it again, with its .sha256)",
+			archive, ErrBadArchive, got, wantSHA256)
+	}
+	if res.Reused {
+		if err := os.Chmod(res.Tree, 0o700); err != nil { // imported before trees were private
+			return nil, fmt.Errorf("importing rootfs: %w", err)
+		}
+		if res.Image, err = treeImage(res.Tree, m); err != nil {
+			return nil, fmt.Errorf("importing rootfs: %w", err)
+		}
+		return res, switchCurrent(dir, filepath.Base(res.Tree))
 	}
 	if _, err := Verify(stage); err != nil {
 		return nil, fmt.Errorf("importing rootfs %s: %w", archive, err)
 	}
-	if err := os.Chmod(stage, 0o755); err != nil {
-		return nil, err
+	if res.Image, err = treeImage(stage, m); err != nil {
+		return nil, fmt.Errorf("importing rootfs %s: %w", archive, err)
 	}
 	// On disk before current names it: a crash after the switch must not
 	// leave current on a tree that is half in the page cache.
 	if err := syncFS(stage); err != nil {
 		return nil, fmt.Errorf("importing rootfs: flushing the tree: %w", err)
 	}
+	// A tree of that name that did not verify (existing): never current.
+	if err := os.RemoveAll(res.Tree); err != nil {
+		return nil, fmt.Errorf("importing rootfs: %w", err)
+	}
 	if err := os.Rename(stage, res.Tree); err != nil {
 		return nil, fmt.Errorf("importing rootfs: %w", err)
 	}
-	installed = true
 	return res, switchCurrent(dir, filepath.Base(res.Tree))
 }
 
-// checkDigest reads r to its end and compares its SHA-256 with want.
-func checkDigest(r io.Reader, want, what string) error {
-	h := sha256.New()
-	if _, err := io.Copy(h, r); err != nil {
+// treeImage returns the record of tree's image, verified, or makes the
+// image (MakeImage) when it has none or one that does not verify; nil
+// when mkfs.erofs is missing.
+func treeImage(tree string, m *Manifest) (*ImageRecord, error) {
+	if img, rec, err := VerifyImage(tree, m); err == nil && img != "" {
+		return rec, nil
+	}
+	rec, err := MakeImage(tree, m)
+	if errors.Is(err, ErrNoMkfs) {
+		return nil, nil
+	}
+	return rec, err
+}
+
+// privateDir makes dir, or makes it private: 0700 and root's (the
+// importing user's). Nobody else may reach a tree, its image or a staging
+// directory, to drop a file into one while it is verified or made into
+// an image (a tree's tmp/ and var/tmp/ are world-writable). Root,
+// runsc and its gofer need nothing more: they run as root.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return fmt.Errorf("%w: it %s: its digest is %s, want %s (copy it again, with its .sha256)", ErrBadArchive, what, got, want)
+	info, err := os.Stat(dir)
+	if err != nil {
+		return err
 	}
-	return nil
+	if own := owner(info); own[0] != os.Geteuid() {
+		return fmt.Errorf("%s belongs to uid %d, not to the importing user %d (chown it, or import into another -dir)", dir, own[0], os.Geteuid())
+	}
+	return os.Chmod(dir, 0o700)
 }
 
 // readManifestEntry reads the archive's first entry, its manifest.
@@ -175,9 +208,10 @@ func readManifestEntry(tr *tar.Reader) ([]byte, *Manifest, error) {
 }
 
 // existing reports whether tree is already installed and verifies, so the
-// import only has to switch current to it. A tree there that does not
-// verify is removed to be extracted again, unless it is what current
-// names (a worker may be running it).
+// import only has to switch current to it. It changes nothing: a tree
+// there that does not verify is replaced once the archive is checked,
+// unless it is what current names (a worker may be running it), which is
+// an error.
 func existing(tree string, m *Manifest, current string) (bool, error) {
 	if _, err := os.Lstat(tree); errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -189,7 +223,7 @@ func existing(tree string, m *Manifest, current string) (bool, error) {
 	if filepath.Base(filepath.Clean(current)) == filepath.Base(tree) {
 		return false, fmt.Errorf("%s is current and does not match its manifest (%v): point current elsewhere and import again", tree, err)
 	}
-	return false, os.RemoveAll(tree)
+	return false, nil
 }
 
 // extractor installs an archive's entries into a staging directory.
@@ -260,12 +294,17 @@ func (x *extractor) add(hdr *tar.Header, body io.Reader) error {
 		return refuse("mode %o has bits beyond permissions, setuid, setgid and sticky", hdr.Mode)
 	}
 	name, mode := path.Join("rootfs", rel), fileMode(hdr.Mode)
+	// Refused, not normalised: the manifest's digest covers owners and
+	// modes, so a tree changed on the way in would not verify.
+	if err := normalForm(mode, [2]int{hdr.Uid, hdr.Gid}); err != nil {
+		return fmt.Errorf("%w: entry %q: %w", ErrBadArchive, hdr.Name, err)
+	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		if err := x.root.Mkdir(name, 0o700); err != nil {
 			return err
 		}
-		if err := x.own(name, hdr, mode); err != nil {
+		if err := x.root.Chmod(name, mode); err != nil {
 			return err
 		}
 		x.dirs = append(x.dirs, stamp{name, hdr.ModTime})
@@ -285,9 +324,6 @@ func (x *extractor) add(hdr *tar.Header, body io.Reader) error {
 		if err := x.root.Symlink(hdr.Linkname, name); err != nil {
 			return err
 		}
-		if err := x.root.Lchown(name, hdr.Uid, hdr.Gid); err != nil {
-			return err
-		}
 		x.links = append(x.links, stamp{name, hdr.ModTime})
 	case tar.TypeChar:
 		if !stockDevice(rel, hdr.Devmajor, hdr.Devminor) {
@@ -298,7 +334,7 @@ func (x *extractor) add(hdr *tar.Header, body io.Reader) error {
 		if err := unix.Mknod(filepath.Join(x.stage, name), unix.S_IFCHR|0o600, dev); err != nil {
 			return err
 		}
-		if err := x.own(name, hdr, mode); err != nil {
+		if err := x.root.Chmod(name, mode); err != nil {
 			return err
 		}
 		x.dirs = append(x.dirs, stamp{name, hdr.ModTime})
@@ -309,14 +345,6 @@ func (x *extractor) add(hdr *tar.Header, body io.Reader) error {
 	return nil
 }
 
-// own sets name's owner, then its mode: chown clears setuid and setgid.
-func (x *extractor) own(name string, hdr *tar.Header, mode fs.FileMode) error {
-	if err := x.root.Lchown(name, hdr.Uid, hdr.Gid); err != nil {
-		return err
-	}
-	return x.root.Chmod(name, mode)
-}
-
 func (x *extractor) file(name string, hdr *tar.Header, body io.Reader, mode fs.FileMode) error {
 	f, err := x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -325,9 +353,6 @@ func (x *extractor) file(name string, hdr *tar.Header, body io.Reader, mode fs.F
 	defer f.Close()
 	if n, err := io.Copy(f, body); err != nil || n != hdr.Size {
 		return fmt.Errorf("%w: entry %q: %d of its %d bytes: %v", ErrBadArchive, hdr.Name, n, hdr.Size, err)
-	}
-	if err := f.Chown(hdr.Uid, hdr.Gid); err != nil {
-		return err
 	}
 	if err := f.Chmod(mode); err != nil {
 		return err
@@ -400,7 +425,12 @@ func lockDir(dir string) (func(), error) {
 		f.Close()
 		return nil, fmt.Errorf("importing rootfs: another import into %s is running (%v)", dir, err)
 	}
-	return func() { f.Close() }, nil
+	// Unlocked, not only closed: a process forked meanwhile by another
+	// goroutine holds the descriptor (and the lock with it) until it execs.
+	return func() {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}, nil
 }
 
 // removeLeftovers removes the staging directories of interrupted imports

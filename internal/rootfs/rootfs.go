@@ -55,11 +55,13 @@ var ErrTampered = errors.New("rootfs does not match its manifest")
 // Dir returns the rootfs/ directory of a built tree.
 func Dir(tree string) string { return filepath.Join(tree, "rootfs") }
 
-// Seal computes the digest of tree's rootfs/ and writes its manifest.
+// Seal computes the digest of tree's rootfs/ and writes its manifest. It
+// refuses a tree that is not in normal form (normalForm): what is sealed
+// is what Export packs and Import installs.
 func Seal(tree, inputs string, packages map[string]string, packagesAt time.Time) (*Manifest, error) {
-	d, err := Digest(Dir(tree))
+	d, err := digest(Dir(tree), normalForm)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sealing rootfs: %w", err)
 	}
 	agent, err := fileSHA256(filepath.Join(Dir(tree), AgentPath))
 	if err != nil {
@@ -131,23 +133,31 @@ type TreeDigest struct {
 
 type entry struct {
 	rel  string
-	line string // everything but the content digest
-	path string // regular files only
+	line string                 // everything but the content digest
+	hash func() (string, error) // regular files only: their content's digest
 	sum  string
 }
 
 // Digest hashes every entry under dir: path, type, permission bits
 // (setuid included), owner, symlink target and file contents, in lexical
 // order. Contents are hashed in parallel.
-func Digest(dir string) (TreeDigest, error) {
+func Digest(dir string) (TreeDigest, error) { return digest(dir, nil) }
+
+// digest is Digest; check, when set, may refuse an entry.
+func digest(dir string, check func(mode fs.FileMode, own [2]int) error) (TreeDigest, error) {
 	var ents []*entry
 	var td TreeDigest
 	err := walk(dir, func(p, rel string, info fs.FileInfo) (err error) {
+		if check != nil {
+			if err := check(info.Mode(), owner(info)); err != nil {
+				return fmt.Errorf("%s: %w", rel, err)
+			}
+		}
 		e := &entry{rel: rel}
 		target := ""
 		switch mode := info.Mode(); {
 		case mode.IsRegular():
-			e.path = p
+			e.hash = func() (string, error) { return fileSHA256(p) }
 			td.Files++
 			td.Bytes += info.Size()
 		case mode&fs.ModeSymlink != 0:
@@ -200,6 +210,34 @@ func describe(rel string, mode fs.FileMode, own [2]int, size int64, target strin
 	return line
 }
 
+// ErrNotNormal means a tree, an archive or an image holds an entry that
+// is not in normal form (normalForm).
+var ErrNotNormal = errors.New("not in a rootfs's normal form")
+
+// normalForm refuses an entry that is not root's (uid and gid 0) or that
+// has a setuid, setgid or sticky bit: every tree is sealed, exported,
+// imported and made into an image in this form (rootfs/build.sh makes its
+// trees so; docs/security.md, "The rootfs on the host"). Nothing in a
+// rootfs may raise a process's privileges or belong to a user of the host
+// the tree happens to be on; its scratch directories need no sticky bit,
+// as the sandbox covers /tmp with a tmpfs and mounts the rest read-only.
+func normalForm(mode fs.FileMode, own [2]int) error {
+	var what string
+	switch {
+	case own != [2]int{0, 0}:
+		what = fmt.Sprintf("is owned by %d:%d, not root's (0:0)", own[0], own[1])
+	case mode&fs.ModeSetuid != 0:
+		what = "is setuid"
+	case mode&fs.ModeSetgid != 0:
+		what = "is setgid"
+	case mode&fs.ModeSticky != 0:
+		what = "is sticky"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w (rootfs/build.sh makes every entry root's, without setuid, setgid or sticky bits: rebuild with make rootfs)", mode, what, ErrNotNormal)
+}
+
 // owner is info's uid and gid, or -1 where the system has none.
 func owner(info fs.FileInfo) [2]int {
 	if st, ok := info.Sys().(*syscall.Stat_t); ok {
@@ -234,7 +272,7 @@ func hashContents(ents []*entry) error {
 		go func() {
 			defer wg.Done()
 			for e := range work {
-				s, err := fileSHA256(e.path)
+				s, err := e.hash()
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, err)
@@ -246,7 +284,7 @@ func hashContents(ents []*entry) error {
 		}()
 	}
 	for _, e := range ents {
-		if e.path != "" {
+		if e.hash != nil {
 			work <- e
 		}
 	}
