@@ -126,7 +126,9 @@ func (b *browser) warmUp() error {
 // prepare enables on the blank page what every job needs, whatever it asks:
 // interception of every request (which stays paused, and so never leaves,
 // until a job's handler answers it), page and crash events, console
-// errors, and paused attachment of every target the page starts. A
+// errors, a Math.random drawn after any restore in every document
+// (freshMathRandom; one process, so every frame is the page's target's),
+// and paused attachment of every target the page starts. A
 // pre-booted browser does this before the job; it is ≈ 35 ms of a job's
 // time otherwise.
 func (b *browser) prepare() error {
@@ -135,6 +137,7 @@ func (b *browser) prepare() error {
 		{"Page.enable", nil},
 		{"Inspector.enable", nil}, // for targetCrashed
 		{"Runtime.enable", nil},   // for console errors and exceptions
+		{"Page.addScriptToEvaluateOnNewDocument", map[string]any{"source": freshMathRandom}},
 	})
 	if err != nil {
 		return err

@@ -68,7 +68,7 @@ func serve(out *bufio.Writer) *wire.Result {
 		return &wire.Result{Error: fmt.Sprintf("creating the job's directories: %v", err)}
 	}
 	// The input goes to a temporary name until the header names it.
-	tmp, err := os.CreateTemp(wire.InputDir, ".input-")
+	tmp, err := createTemp(wire.InputDir, ".input-")
 	if err != nil {
 		return &wire.Result{Error: fmt.Sprintf("creating input file: %v", err)}
 	}

@@ -290,5 +290,10 @@ func runOffice(o *wire.Office, env []string, warm *office, tail *tail, res *wire
 	if st, err := os.Lstat(out); err != nil || !st.Mode().IsRegular() {
 		return fmt.Errorf("LibreOffice wrote no %s", path.Base(out))
 	}
+	if found, err := freshPDFID(out); err != nil {
+		return fmt.Errorf("giving the PDF a fresh /ID: %w", err)
+	} else if !found {
+		fmt.Fprintf(tail, "renderbox-agent: LibreOffice's PDF has no /ID in its trailer; left as written\n")
+	}
 	return nil
 }
