@@ -27,8 +27,10 @@ type poolConfig struct {
 	// MaxIdle is how long a pool sandbox waits for a job before it is
 	// replaced. Default 10m.
 	MaxIdle time.Duration
-	// ImageMaxAge and ImageMaxRestores bound the use of one checkpoint
-	// image. Defaults 10m and 200.
+	// Images is how many checkpoint images of a family restores pick from
+	// at random; ImageMaxAge and ImageMaxRestores bound the use of each.
+	// Defaults 2, 10m and 100.
+	Images           int
 	ImageMaxAge      time.Duration
 	ImageMaxRestores int
 	// FillWait is how long a job that finds a restored family empty waits
@@ -42,8 +44,9 @@ func (c *poolConfig) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.Memory, "pool-memory", "chromium=1.5G,office=1G,pdf=256M,light=256M", "budget of idle memory per family")
 	fs.StringVar(&c.Restore, "pool-restore", "chromium,office", `families filled by checkpoint/restore instead of booting ("" for none)`)
 	fs.DurationVar(&c.MaxIdle, "pool-max-idle", 10*time.Minute, "replace a pool sandbox idle this long")
-	fs.DurationVar(&c.ImageMaxAge, "pool-image-max-age", 10*time.Minute, "make a fresh checkpoint image after this long")
-	fs.IntVar(&c.ImageMaxRestores, "pool-image-max-restores", 200, "make a fresh checkpoint image after this many restores")
+	fs.IntVar(&c.Images, "pool-images", sandbox.DefaultImages, "checkpoint images per restored family, each restore picking one at random")
+	fs.DurationVar(&c.ImageMaxAge, "pool-image-max-age", 10*time.Minute, "retire a checkpoint image after a random age between half this and this")
+	fs.IntVar(&c.ImageMaxRestores, "pool-image-max-restores", sandbox.DefaultImageMaxRestores, "retire a checkpoint image after this many restores")
 	fs.DurationVar(&c.FillWait, "pool-fill-wait", 2*time.Second, "a job finding a restored family empty waits for its restores, and runs cold once none has landed for this long (0: never waits)")
 }
 
@@ -108,6 +111,7 @@ func (c poolConfig) families() ([]sandbox.PoolFamily, error) {
 	}
 	for i := range fams {
 		fams[i].MaxIdle = c.MaxIdle
+		fams[i].Images = c.Images
 		fams[i].ImageMaxAge = c.ImageMaxAge
 		fams[i].ImageMaxRestores = c.ImageMaxRestores
 	}

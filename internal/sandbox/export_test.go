@@ -7,3 +7,16 @@ import "context"
 func (m *Manager) PrepareProcess(ctx context.Context, limits Limits, args []string) (*Sandbox, error) {
 	return m.prepare(ctx, limits, args, true)
 }
+
+// ImageRestores returns how often each checkpoint image of the family in
+// use now has been restored from, oldest image first.
+func (p *Pool) ImageRestores(family string) []int {
+	f := p.fams[family]
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var n []int
+	for _, img := range f.images {
+		n = append(n, img.restores)
+	}
+	return n
+}

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,10 +48,18 @@ type PoolFamily struct {
 	// Restore fills the pool by restoring a checkpoint of one booted
 	// sandbox instead of booting each.
 	Restore bool
+	// Images is how many checkpoint images of the family are in use at
+	// once; each restore picks one of them at random. Every sandbox
+	// restored from one image starts with the same memory (its layout,
+	// every random state seeded before the checkpoint): a job that learns
+	// one sandbox's layout knows that of about 1 in Images of the next.
+	// Default DefaultImages.
+	Images int
 	// ImageMaxAge and ImageMaxRestores bound how long and how often one
-	// checkpoint image is used before a fresh one is booted and taken:
-	// every sandbox restored from an image starts with the same memory
-	// (layout, RNG state). Defaults 10 minutes and 200 restores.
+	// image is used before it is retired and a fresh one booted and
+	// taken. Each image is retired at an age drawn between half and all
+	// of ImageMaxAge, so that images made together are not replaced
+	// together. Defaults 10 minutes and 100 restores.
 	ImageMaxAge      time.Duration
 	ImageMaxRestores int
 	// Settle is how long a restored sandbox waits before a job that can
@@ -81,7 +91,10 @@ func (f PoolFamily) withDefaults() PoolFamily {
 		f.ImageMaxAge = 10 * time.Minute
 	}
 	if f.ImageMaxRestores == 0 {
-		f.ImageMaxRestores = 200
+		f.ImageMaxRestores = DefaultImageMaxRestores
+	}
+	if f.Images == 0 {
+		f.Images = DefaultImages
 	}
 	f.Limits = f.Limits.WithDefaults()
 	return f
@@ -130,11 +143,12 @@ type family struct {
 
 	mu       sync.Mutex
 	idle     []*pooled
-	lastMem  int64 // memory of the last filled sandbox, for the budget
-	image    *image
-	failures int  // consecutive failed fills
-	wasFull  bool // said so in the log already
-	filling  bool // a fill is under way
+	lastMem  int64    // memory of the last filled sandbox, for the budget
+	images   []*image // in use, oldest first
+	making   bool     // another image is being made in the background
+	failures int      // consecutive failed fills
+	wasFull  bool     // said so in the log already
+	filling  bool     // a fill is under way
 	// filled is closed, and replaced, when a fill ends.
 	filled chan struct{}
 }
@@ -172,12 +186,27 @@ const RestoreSettle = 1200 * time.Millisecond
 // 645–668; one restore at a time, six each, mean 796 ms against 711.
 const TemplateWait = 6 * time.Second
 
+// DefaultImages and DefaultImageMaxRestores are the pool's defaults for
+// PoolFamily.Images and ImageMaxRestores (docs/security.md, "What restored
+// sandboxes share", has the figures they were chosen from).
+const (
+	DefaultImages           = 2
+	DefaultImageMaxRestores = 100
+)
+
 // image is a checkpoint of a booted sandbox.
 type image struct {
 	dir      string
 	key      string
 	made     time.Time
+	maxAge   time.Duration // drawn in [ImageMaxAge/2, ImageMaxAge]
 	restores int
+}
+
+// usable reports whether img may still be restored from: it is of the
+// family's current key, and young and little used enough.
+func (img *image) usable(key string, maxRestores int) bool {
+	return img.key == key && time.Since(img.made) < img.maxAge && img.restores < maxRestores
 }
 
 // NewPool returns a pool over m's sandboxes. Start fills it.
@@ -193,6 +222,10 @@ func (m *Manager) NewPool(cfg PoolConfig) (*Pool, error) {
 		}
 		if f.Size < 0 {
 			return nil, fmt.Errorf("pool config: family %s: size %d is negative", f.Name, f.Size)
+		}
+		if f.Images < 0 || f.ImageMaxRestores < 0 || f.ImageMaxAge < 0 {
+			return nil, fmt.Errorf("pool config: family %s: images %d, image max restores %d and max age %s may not be negative",
+				f.Name, f.Images, f.ImageMaxRestores, f.ImageMaxAge)
 		}
 		p.fams[f.Name] = &family{cfg: f, wake: make(chan struct{}, 1), filled: make(chan struct{})}
 	}
@@ -229,13 +262,13 @@ func (p *Pool) Close(ctx context.Context) error {
 	var errs []error
 	for _, f := range p.fams {
 		f.mu.Lock()
-		idle, img := f.idle, f.image
-		f.idle, f.image = nil, nil
+		idle, imgs := f.idle, f.images
+		f.idle, f.images = nil, nil
 		f.mu.Unlock()
 		for _, pd := range idle {
 			errs = append(errs, pd.sb.Destroy(ctx))
 		}
-		if img != nil {
+		for _, img := range imgs {
 			errs = append(errs, os.RemoveAll(img.dir))
 		}
 	}
@@ -388,7 +421,9 @@ type FamilyStats struct {
 	Name       string
 	Size, Idle int
 	IdleMemory int64
-	// ImageAge is the age of the checkpoint image in use; 0 without one.
+	// Images is how many checkpoint images are in use; ImageAge is the
+	// age of the oldest, 0 without one.
+	Images   int
 	ImageAge time.Duration
 }
 
@@ -401,8 +436,9 @@ func (p *Pool) Stats() []FamilyStats {
 		for _, pd := range f.idle {
 			s.IdleMemory += pd.mem
 		}
-		if f.image != nil {
-			s.ImageAge = time.Since(f.image.made)
+		s.Images = len(f.images)
+		if len(f.images) > 0 {
+			s.ImageAge = time.Since(f.images[0].made)
 		}
 		f.mu.Unlock()
 		out = append(out, s)
@@ -617,17 +653,53 @@ func (p *Pool) imageKey(fc PoolFamily) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// currentImage returns a usable checkpoint image of the family, booting and
-// checkpointing a template sandbox when there is none, it is stale, or it
-// is past its age or restore count.
-func (p *Pool) currentImage(ctx context.Context, f *family) (*image, error) {
+// pickImage returns a checkpoint image of the family to restore from. It
+// retires the images that are stale, past their age or restore count, and
+// picks one of the others at random. With none left it makes one (booting
+// and checkpointing a template sandbox) and returns it; with fewer than
+// Images it starts making one in the background, so that restores go on
+// from the others meanwhile. Fills run one at a time per family: nothing
+// restores from a retired image any more.
+func (p *Pool) pickImage(ctx context.Context, f *family) (*image, error) {
 	key := p.imageKey(f.cfg)
 	f.mu.Lock()
-	img := f.image
-	f.mu.Unlock()
-	if img != nil && img.key == key && time.Since(img.made) < f.cfg.ImageMaxAge && img.restores < f.cfg.ImageMaxRestores {
-		return img, nil
+	var live, retired []*image
+	for _, img := range f.images {
+		if img.usable(key, f.cfg.ImageMaxRestores) {
+			live = append(live, img)
+		} else {
+			retired = append(retired, img)
+		}
 	}
+	f.images = live
+	another := len(live) > 0 && len(live) < f.cfg.Images && !f.making
+	f.making = f.making || another
+	f.mu.Unlock()
+	for _, img := range retired {
+		os.RemoveAll(img.dir)
+	}
+	if len(live) == 0 {
+		return p.makeImage(ctx, f, key)
+	}
+	if another {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.awaitQuiet(ctx, f)
+			if _, err := p.makeImage(ctx, f, key); err != nil && ctx.Err() == nil {
+				p.m.log.Warn("pool: making another checkpoint image failed", "family", f.cfg.Name, "err", err)
+			}
+			f.mu.Lock()
+			f.making = false
+			f.mu.Unlock()
+		}()
+	}
+	return live[mrand.IntN(len(live))], nil
+}
+
+// makeImage boots a template sandbox, checkpoints it into a fresh image of
+// the family and puts the image in use.
+func (p *Pool) makeImage(ctx context.Context, f *family, key string) (*image, error) {
 	t := time.Now()
 	tpl, err := p.bootOne(ctx, f.cfg)
 	if err != nil {
@@ -653,24 +725,21 @@ func (p *Pool) currentImage(ctx context.Context, f *family) (*image, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("checkpointing the template: %w", err)
 	}
-	next := &image{dir: dir, key: key, made: time.Now()}
+	maxAge := f.cfg.ImageMaxAge/2 + mrand.N(f.cfg.ImageMaxAge/2+1)
+	next := &image{dir: dir, key: key, made: time.Now(), maxAge: maxAge}
 	f.mu.Lock()
-	f.image = next
+	f.images = append(f.images, next)
 	f.mu.Unlock()
-	// Fills run one at a time per family: nothing restores from the old
-	// image any more.
-	if img != nil {
-		os.RemoveAll(img.dir)
-	}
 	p.event(PoolEvent{Family: f.cfg.Name, Kind: "image", Duration: time.Since(t)})
-	p.m.log.Info("pool: checkpoint image made", "family", f.cfg.Name, "key", key, "duration_seconds", time.Since(t).Seconds())
+	p.m.log.Info("pool: checkpoint image made", "family", f.cfg.Name, "key", key,
+		"duration_seconds", time.Since(t).Seconds(), "retires_after_seconds", maxAge.Seconds())
 	return next, nil
 }
 
 // restoreOne creates a sandbox with fresh stdio and restores the family's
 // checkpoint into it.
 func (p *Pool) restoreOne(ctx context.Context, f *family) (sb *Sandbox, err error) {
-	img, err := p.currentImage(ctx, f)
+	img, err := p.pickImage(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -693,8 +762,8 @@ func (p *Pool) restoreOne(ctx context.Context, f *family) (sb *Sandbox, err erro
 		defer dcancel()
 		// A broken image is not used again.
 		f.mu.Lock()
-		if f.image == img {
-			f.image = nil
+		if i := slices.Index(f.images, img); i >= 0 {
+			f.images = slices.Delete(f.images, i, i+1)
 			os.RemoveAll(img.dir)
 		}
 		f.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -297,6 +298,84 @@ func TestRestoreImagesRotate(t *testing.T) {
 	// 5 restores (4 jobs and the one waiting), at most 2 per image.
 	if restored < 5 || images < (restored+1)/2 {
 		t.Errorf("%d restores from %d images; want at most 2 restores per image", restored, images)
+	}
+}
+
+// A family restores from Images checkpoint images, each restore picking
+// one of those there are at random: restores are spread over them, and no
+// more images are made or kept while none is due to retire.
+func TestRestoresPickAmongImages(t *testing.T) {
+	t.Parallel()
+	const images, jobs = 3, 12
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	var made atomic.Int32
+	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
+		if e.Kind == "image" {
+			made.Add(1)
+		}
+	}, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 1, Restore: true, Images: images, ImageMaxRestores: 100})
+	for i := range jobs {
+		waitReady(t, p, 1)
+		sb, mode := p.Take(context.Background(), "light", lim)
+		if sb == nil || mode != sandbox.ModeRestored {
+			t.Fatalf("job %d: Take = %v, %q; want a restored sandbox", i, sb, mode)
+		}
+		if _, err := m.RunIn(context.Background(), sb, shJob("echo ok > /tmp/out/ok", lim)); err != nil {
+			t.Fatalf("job %d in a restored sandbox: %v", i, err)
+		}
+	}
+	waitReady(t, p, 1)
+	restores := p.ImageRestores("light")
+	dirs, _ := filepath.Glob(filepath.Join(m.Config().StateDir, "images", "light-*"))
+	t.Logf("%d images made; restores per image %v; image directories %d", made.Load(), restores, len(dirs))
+	if made.Load() != images || len(restores) != images || len(dirs) != images {
+		t.Fatalf("%d images made, %d in use, %d on disk; want %d of each", made.Load(), len(restores), len(dirs), images)
+	}
+	// The first image is made by the first fill, the others in the
+	// background while restores go on from those there are: most of the
+	// 13 restores pick among several images (all on one: p < 1e-3).
+	var picked int
+	for _, n := range restores {
+		if n > 0 {
+			picked++
+		}
+	}
+	if picked < 2 {
+		t.Errorf("restores per image %v: every restore picked one image", restores)
+	}
+	if st := p.Stats(); len(st) != 1 || st[0].Images != images {
+		t.Errorf("Stats = %+v, want %d images", st, images)
+	}
+}
+
+// Each image is retired at a random age between half and all of
+// ImageMaxAge, and replaced.
+func TestImagesRetireByAge(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	const maxAge = 4 * time.Second
+	var made atomic.Int32
+	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
+		if e.Kind == "image" {
+			made.Add(1)
+		}
+	}, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 1, Restore: true, Images: 1, ImageMaxAge: maxAge, MaxIdle: time.Hour})
+	waitReady(t, p, 1)
+	start := time.Now()
+	for time.Since(start) < 3*maxAge {
+		sb, _ := p.Take(context.Background(), "light", lim)
+		if sb != nil {
+			if _, err := m.RunIn(context.Background(), sb, shJob("true", lim)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// 12 s of restores, each image retired within 2–4 s of being made.
+	if n := made.Load(); n < 3 {
+		t.Errorf("%d images made in %s with ImageMaxAge %s, want at least 3", n, time.Since(start).Round(time.Second), maxAge)
 	}
 }
 

@@ -89,22 +89,24 @@ func (m *Metrics) PoolEvent(e sandbox.PoolEvent) {
 }
 
 // RegisterPool adds gauges read from the pool at each scrape: sandboxes
-// idle, the configured size, their memory and the checkpoint image's age.
+// idle, the configured size, their memory, the checkpoint images in use and
+// the oldest one's age.
 func RegisterPool(reg prometheus.Registerer, p *sandbox.Pool) {
 	desc := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, []string{"family"}, nil)
 	}
 	reg.MustRegister(poolCollector{p: p,
-		idle:  desc("renderbox_pool_idle", "Pre-booted sandboxes ready for a job."),
-		size:  desc("renderbox_pool_size", "Idle sandboxes the pool keeps ready (the operator's size)."),
-		mem:   desc("renderbox_pool_idle_memory_bytes", "Memory the idle sandboxes' cgroups charge."),
-		image: desc("renderbox_pool_image_age_seconds", "Age of the checkpoint image restores use now; 0 without one."),
+		idle:   desc("renderbox_pool_idle", "Pre-booted sandboxes ready for a job."),
+		size:   desc("renderbox_pool_size", "Idle sandboxes the pool keeps ready (the operator's size)."),
+		mem:    desc("renderbox_pool_idle_memory_bytes", "Memory the idle sandboxes' cgroups charge."),
+		image:  desc("renderbox_pool_image_age_seconds", "Age of the oldest checkpoint image restores use now; 0 without one."),
+		images: desc("renderbox_pool_images", "Checkpoint images restores pick from now."),
 	})
 }
 
 type poolCollector struct {
-	p                      *sandbox.Pool
-	idle, size, mem, image *prometheus.Desc
+	p                              *sandbox.Pool
+	idle, size, mem, image, images *prometheus.Desc
 }
 
 func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -112,6 +114,7 @@ func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.size
 	ch <- c.mem
 	ch <- c.image
+	ch <- c.images
 }
 
 func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
@@ -120,6 +123,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(s.Size), s.Name)
 		ch <- prometheus.MustNewConstMetric(c.mem, prometheus.GaugeValue, float64(s.IdleMemory), s.Name)
 		ch <- prometheus.MustNewConstMetric(c.image, prometheus.GaugeValue, s.ImageAge.Seconds(), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.images, prometheus.GaugeValue, float64(s.Images), s.Name)
 	}
 }
 
