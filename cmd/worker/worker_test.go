@@ -392,3 +392,26 @@ func TestCommandLine(t *testing.T) {
 		t.Errorf("the state dir %s was made (stat: %v), want nothing touched", state, err)
 	}
 }
+
+// worker selftest lists, cold, pre-booted and restored, each sandbox's
+// swap limit and the renderers' fresh entropy: two Chromium jobs of each
+// mode, the restored ones from one image, draw different numbers.
+func TestSelftestListsSwapAndFreshEntropy(t *testing.T) {
+	t.Parallel()
+	args := append([]string{"selftest"}, isolated(t)...)
+	out, err := worker(t, append(args, "-rootfs", testenv.RootfsTree(t))...)
+	if err != nil {
+		t.Fatalf("worker selftest failed: %v\n%s", err, out)
+	}
+	t.Logf("worker selftest:\n%s", out)
+	for _, want := range []string{"PASS  no swap  ", "PASS  no swap (prebooted)", "PASS  no swap (restored)",
+		"PASS  fresh entropy (cold)", "PASS  fresh entropy (prebooted)", "PASS  fresh entropy (restored)",
+		"isolation properties hold"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "FAIL") {
+		t.Errorf("output has a FAIL:\n%s", out)
+	}
+}
