@@ -30,6 +30,7 @@ import (
 	"syscall"
 
 	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/worker"
 )
 
 const usage = `usage: worker <command> [flags]
@@ -69,15 +70,15 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	case "serve":
 		err = cmdServe(ctx, args)
 	case "check":
-		err = cmdCheck(ctx, args)
+		err = cmdCheck(ctx, args, stdout)
 	case "selftest":
-		err = cmdSelftest(ctx, args)
+		err = cmdSelftest(ctx, args, stdout)
 	case "render":
-		err = cmdRender(ctx, args)
+		err = cmdRender(ctx, args, stdout)
 	case "reap":
-		err = cmdReap(ctx, args)
+		err = cmdReap(ctx, args, stdout)
 	case "rootfs":
-		err = cmdRootfs(ctx, args)
+		err = cmdRootfs(args, stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -114,3 +115,56 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 type usageError string
 
 func (e usageError) Error() string { return string(e) }
+
+// flags is the flag set of the command name with the worker's settings
+// (worker.Config) bound to c; its -h prints help, then the flags.
+func flags(name, help string, c *worker.Config) *flag.FlagSet {
+	fs := flag.NewFlagSet("worker "+name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), help)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprint(fs.Output(), "\nflags:\n")
+			fs.PrintDefaults()
+		}
+	}
+	if c != nil {
+		c.Bind(fs)
+	}
+	return fs
+}
+
+// parse parses args into fs and returns the positional arguments; flags
+// may come before or after them ("render -renderer x in.pdf -o out/").
+// A command that takes none (nargs 0) refuses a stray word ("worker serve
+// now") before anything is looked at, as an unknown command is.
+func parse(fs *flag.FlagSet, args []string, nargs int) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError(err.Error())
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if nargs == 0 && len(rest) > 0 {
+		return rest, usageError(fmt.Sprintf("%s takes no arguments, got %q", fs.Name(), rest[0]))
+	}
+	return rest, nil
+}
+
+// settings parses a command line that takes no arguments into c, whose
+// flags fs holds, and settles c.
+func settings(fs *flag.FlagSet, c *worker.Config, args []string) error {
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	return c.Settle(fs)
+}
