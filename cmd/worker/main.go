@@ -1,18 +1,7 @@
-// Command worker runs render jobs in fresh gVisor sandboxes.
-//
-//	worker serve                 the start-up checks, then take jobs from the queue
-//	worker check                 run the start-up checks and the self-test
-//	worker selftest              print each isolation property with PASS/FAIL
-//	worker render -r NAME IN -o DIR
-//	                             render a local file through a real sandbox
-//	worker reap                  delete sandboxes a crashed worker left
-//	worker rootfs seal|verify    write or check a rootfs manifest
-//	worker rootfs image          make a tree's EROFS image
-//	worker rootfs fontconfig     flatten a tree's fontconfig configuration
-//	worker rootfs export|import  pack a built rootfs into one archive, or
-//	                             install one on a host that builds none
-//
-//	worker -version              print the build and exit
+// Command worker runs render jobs in fresh gVisor sandboxes. Its commands
+// (usage, below) are a file each here, with their own flags and help;
+// what they run is internal/worker's (settings, serve), internal/hostcheck's
+// (the start-up checks) and internal/rootfs's.
 //
 // There is no unsandboxed fallback: every command that renders refuses to
 // run without a working runsc, cgroups and a rootfs.
@@ -46,7 +35,7 @@ commands:
              pack it for other hosts: worker rootfs export -o OUTDIR [TREE]
              install a packed one: worker rootfs import [-sha256 HEX] [-dir DIR] ARCHIVE
 
-Run "worker <command> -h" for its flags; "worker -version" prints the build.
+Run "worker <command> -h" for its help and flags; "worker -version" prints the build.
 `
 
 func main() {
