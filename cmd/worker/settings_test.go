@@ -1,7 +1,10 @@
 package main
 
 import (
+	"flag"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/renderbox/renderbox/internal/envflag/envflagtest"
 	"github.com/renderbox/renderbox/internal/worker"
@@ -56,4 +59,26 @@ func TestSettingsFromTheEnvironment(t *testing.T) {
 	if err := settings(serveFlags(&bc, new(worker.ServeConfig)), &bc, nil); err == nil {
 		t.Errorf("RENDERBOX_HEARTBEAT_INTERVAL=often was taken")
 	}
+}
+
+// Each flag's default is the one the README's settings table gives, so
+// the two cannot drift now that the flag sets carry the defaults.
+func TestSettingsDefaultsAreDocumented(t *testing.T) {
+	rows := envflagtest.Table(t, "../../README.md")
+	serveFlags(new(worker.Config), new(worker.ServeConfig)).VisitAll(func(f *flag.Flag) {
+		for _, r := range rows {
+			if r.Of != "worker" || r.Flag != f.Name || f.DefValue == "" {
+				continue
+			}
+			documented := strings.Contains(r.Default, f.DefValue)
+			if want, err := time.ParseDuration(f.DefValue); err == nil {
+				first, _, _ := strings.Cut(strings.TrimSpace(r.Default), " ")
+				got, err := time.ParseDuration(strings.Trim(first, "`"))
+				documented = err == nil && got == want
+			}
+			if !documented {
+				t.Errorf("README settings: -%s of worker defaults to %q, the flag to %q", f.Name, r.Default, f.DefValue)
+			}
+		}
+	})
 }
