@@ -118,41 +118,17 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	metrics := NewMetrics(reg)
 	RegisterRootfs(reg, facts.Rootfs)
 	reg.MustRegister(buildinfo.Read().Collector())
-	closePool := func() {}
 	h := &Handler{Manager: m, Queue: queue.New(rdb, 0), Logger: log, Name: s.Name, RootfsDigest: facts.Rootfs, Metrics: metrics}
-	if fams != nil {
-		pool, err := m.NewPool(sandbox.PoolConfig{Families: fams, OnEvent: metrics.PoolEvent})
-		if err != nil {
-			return fmt.Errorf("serve: %w", err)
-		}
-		RegisterPool(reg, pool)
-		pool.Start(ctx)
-		closePool = func() {
-			cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := pool.Close(cctx); err != nil {
-				log.Warn("closing the pool", "err", err)
-			}
-		}
-		h.Pool = pool
+	closePool, err := startPool(ctx, h, fams, reg)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	if s.MetricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		// A taken address is an operator's mistake to hear about at once,
-		// not a log line while jobs run unwatched.
-		mln, err := net.Listen("tcp", s.MetricsAddr)
+		stop, err := serveMetrics(s.MetricsAddr, reg, log)
 		if err != nil {
-			return fmt.Errorf("-metrics-addr: %w", err)
+			return err
 		}
-		log.Info("metrics listening", "addr", mln.Addr().String())
-		go func() {
-			if err := msrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server", "err", err)
-			}
-		}()
-		defer msrv.Close()
+		defer stop()
 	}
 
 	// Every job's context derives from base; it ends just before asynq
@@ -213,6 +189,48 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	}
 	log.Info("worker stopped")
 	return nil
+}
+
+// startPool starts the pool of fams (none: nil) for h, its gauges in reg,
+// and returns what closes it, bounded, on the way out.
+func startPool(ctx context.Context, h *Handler, fams []sandbox.PoolFamily, reg *prometheus.Registry) (func(), error) {
+	if fams == nil {
+		return func() {}, nil
+	}
+	pool, err := h.Manager.NewPool(sandbox.PoolConfig{Families: fams, OnEvent: h.Metrics.PoolEvent})
+	if err != nil {
+		return nil, err
+	}
+	RegisterPool(reg, pool)
+	pool.Start(ctx)
+	h.Pool = pool
+	return func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := pool.Close(cctx); err != nil {
+			h.Logger.Warn("closing the pool", "err", err)
+		}
+	}, nil
+}
+
+// serveMetrics serves reg's /metrics on addr until stop. The address is
+// bound here: a taken one is an operator's mistake to hear about at once,
+// not a log line while jobs run unwatched.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), err error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	mln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-metrics-addr: %w", err)
+	}
+	log.Info("metrics listening", "addr", mln.Addr().String())
+	go func() {
+		if err := msrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	return func() { msrv.Close() }, nil
 }
 
 // workerID names this worker process in its heartbeat: two workers on one
