@@ -1,18 +1,7 @@
-// Command worker runs render jobs in fresh gVisor sandboxes.
-//
-//	worker serve                 the start-up checks, then take jobs from the queue
-//	worker check                 run the start-up checks and the self-test
-//	worker selftest              print each isolation property with PASS/FAIL
-//	worker render -r NAME IN -o DIR
-//	                             render a local file through a real sandbox
-//	worker reap                  delete sandboxes a crashed worker left
-//	worker rootfs seal|verify    write or check a rootfs manifest
-//	worker rootfs image          make a tree's EROFS image
-//	worker rootfs fontconfig     flatten a tree's fontconfig configuration
-//	worker rootfs export|import  pack a built rootfs into one archive, or
-//	                             install one on a host that builds none
-//
-//	worker -version              print the build and exit
+// Command worker runs render jobs in fresh gVisor sandboxes. Its commands
+// (usage, below) are a file each here, with their own flags and help;
+// what they run is internal/worker's (settings, serve), internal/hostcheck's
+// (the start-up checks) and internal/rootfs's.
 //
 // There is no unsandboxed fallback: every command that renders refuses to
 // run without a working runsc, cgroups and a rootfs.
@@ -30,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/worker"
 )
 
 const usage = `usage: worker <command> [flags]
@@ -45,7 +35,7 @@ commands:
              pack it for other hosts: worker rootfs export -o OUTDIR [TREE]
              install a packed one: worker rootfs import [-sha256 HEX] [-dir DIR] ARCHIVE
 
-Run "worker <command> -h" for its flags; "worker -version" prints the build.
+Run "worker <command> -h" for its help and flags; "worker -version" prints the build.
 `
 
 func main() {
@@ -69,15 +59,15 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	case "serve":
 		err = cmdServe(ctx, args)
 	case "check":
-		err = cmdCheck(ctx, args)
+		err = cmdCheck(ctx, args, stdout)
 	case "selftest":
-		err = cmdSelftest(ctx, args)
+		err = cmdSelftest(ctx, args, stdout)
 	case "render":
-		err = cmdRender(ctx, args)
+		err = cmdRender(ctx, args, stdout)
 	case "reap":
-		err = cmdReap(ctx, args)
+		err = cmdReap(ctx, args, stdout)
 	case "rootfs":
-		err = cmdRootfs(ctx, args)
+		err = cmdRootfs(args, stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -114,3 +104,56 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 type usageError string
 
 func (e usageError) Error() string { return string(e) }
+
+// flags is the flag set of the command name with the worker's settings
+// (worker.Config) bound to c; its -h prints help, then the flags.
+func flags(name, help string, c *worker.Config) *flag.FlagSet {
+	fs := flag.NewFlagSet("worker "+name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), help)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprint(fs.Output(), "\nflags:\n")
+			fs.PrintDefaults()
+		}
+	}
+	if c != nil {
+		c.Bind(fs)
+	}
+	return fs
+}
+
+// parse parses args into fs and returns the positional arguments; flags
+// may come before or after them ("render -renderer x in.pdf -o out/").
+// A command that takes none (nargs 0) refuses a stray word ("worker serve
+// now") before anything is looked at, as an unknown command is.
+func parse(fs *flag.FlagSet, args []string, nargs int) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError(err.Error())
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if nargs == 0 && len(rest) > 0 {
+		return rest, usageError(fmt.Sprintf("%s takes no arguments, got %q", fs.Name(), rest[0]))
+	}
+	return rest, nil
+}
+
+// settings parses a command line that takes no arguments into c, whose
+// flags fs holds, and settles c.
+func settings(fs *flag.FlagSet, c *worker.Config, args []string) error {
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	return c.Settle(fs)
+}

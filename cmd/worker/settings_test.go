@@ -2,19 +2,19 @@ package main
 
 import (
 	"flag"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/renderbox/renderbox/internal/envflag/envflagtest"
+	"github.com/renderbox/renderbox/internal/worker"
 )
 
 // Every flag of worker serve (and of check, selftest, render and reap,
-// which take Config's) has its RENDERBOX_ variable and its row in the
-// README's settings table, so the two cannot drift.
+// which take worker.Config's) has its RENDERBOX_ variable and its row in
+// the README's settings table, so the two cannot drift.
 func TestSettingsAreDocumented(t *testing.T) {
-	fs := flag.NewFlagSet("worker serve", flag.ContinueOnError)
-	new(Config).bind(fs)
-	new(serveConfig).bind(fs)
-	envflagtest.Check(t, envflagtest.Table(t, "../../README.md"), "worker", fs)
+	envflagtest.Check(t, envflagtest.Table(t, "../../README.md"), "worker", serveFlags(new(worker.Config), new(worker.ServeConfig)))
 }
 
 // The command line wins over a variable; a variable sets what the command
@@ -27,24 +27,58 @@ func TestSettingsFromTheEnvironment(t *testing.T) {
 	t.Setenv("RENDERBOX_POOL_SIZE", "none")
 	t.Setenv("RENDERBOX_SHUTDOWN_TIMEOUT", "45s")
 	t.Setenv("RENDERBOX_WORKER_METRICS", "127.0.0.1:7")
+	t.Setenv("RENDERBOX_PLATFORM", "ptrace")
 	t.Setenv("RENDERBOX_RENDERER", "html-pdf") // an argument of render, not a setting
-	var s serveConfig
-	c, _, err := parse("serve", []string{"-concurrency", "4"}, s.bind)
-	if err != nil {
+	var c worker.Config
+	var s worker.ServeConfig
+	if err := settings(serveFlags(&c, &s), &c, []string{"-concurrency", "4"}); err != nil {
 		t.Fatal(err)
 	}
-	if s.Concurrency != 4 || s.Pool.Sizes != "none" || s.ShutdownTimeout.Seconds() != 45 || s.MetricsAddr != "127.0.0.1:7" {
-		t.Errorf("got concurrency %d, pool %q, shutdown %s, metrics %q; want 4 (flag), none, 45s, 127.0.0.1:7 (variables)", s.Concurrency, s.Pool.Sizes, s.ShutdownTimeout, s.MetricsAddr)
+	if s.Concurrency != 4 || s.Pool.Sizes != "none" || s.ShutdownTimeout.Seconds() != 45 || s.MetricsAddr != "127.0.0.1:7" || c.Sandbox.Platform != "ptrace" {
+		t.Errorf("got concurrency %d, pool %q, shutdown %s, metrics %q, platform %q; want 4 (flag), none, 45s, 127.0.0.1:7, ptrace (variables)",
+			s.Concurrency, s.Pool.Sizes, s.ShutdownTimeout, s.MetricsAddr, c.Sandbox.Platform)
 	}
-	if len(c.deprecated) != 1 || c.deprecated[0].Use() != "RENDERBOX_METRICS_ADDR" {
-		t.Errorf("deprecated variables read: %v, want RENDERBOX_WORKER_METRICS", c.deprecated)
+	if d := c.Deprecated(); len(d) != 1 || d[0].Use() != "RENDERBOX_METRICS_ADDR" {
+		t.Errorf("deprecated variables read: %v, want RENDERBOX_WORKER_METRICS", d)
+	}
+	if c.Sandbox.StateDir != worker.DefaultStateDir || c.Sandbox.CgroupParent != "renderbox" {
+		t.Errorf("got state dir %q, cgroup parent %q; want the defaults %q, renderbox", c.Sandbox.StateDir, c.Sandbox.CgroupParent, worker.DefaultStateDir)
 	}
 	var renderer string
-	if _, _, err := parse("render", []string{"in.pdf"}, func(fs *flag.FlagSet) { fs.StringVar(&renderer, "renderer", "", "") }); err != nil || renderer != "" {
+	var rc worker.Config
+	fs := flags("render", "", &rc)
+	fs.StringVar(&renderer, "renderer", "", "")
+	if _, err := parse(fs, []string{"in.pdf"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Settle(fs, renderArgs...); err != nil || renderer != "" {
 		t.Errorf("render -renderer from RENDERBOX_RENDERER: %q, %v; want none (a job's argument has no variable)", renderer, err)
 	}
 	t.Setenv("RENDERBOX_HEARTBEAT_INTERVAL", "often")
-	if _, _, err := parse("serve", nil, new(serveConfig).bind); err == nil {
+	var bc worker.Config
+	if err := settings(serveFlags(&bc, new(worker.ServeConfig)), &bc, nil); err == nil {
 		t.Errorf("RENDERBOX_HEARTBEAT_INTERVAL=often was taken")
 	}
+}
+
+// Each flag's default is the one the README's settings table gives, so
+// the two cannot drift now that the flag sets carry the defaults.
+func TestSettingsDefaultsAreDocumented(t *testing.T) {
+	rows := envflagtest.Table(t, "../../README.md")
+	serveFlags(new(worker.Config), new(worker.ServeConfig)).VisitAll(func(f *flag.Flag) {
+		for _, r := range rows {
+			if r.Of != "worker" || r.Flag != f.Name || f.DefValue == "" {
+				continue
+			}
+			documented := strings.Contains(r.Default, f.DefValue)
+			if want, err := time.ParseDuration(f.DefValue); err == nil {
+				first, _, _ := strings.Cut(strings.TrimSpace(r.Default), " ")
+				got, err := time.ParseDuration(strings.Trim(first, "`"))
+				documented = err == nil && got == want
+			}
+			if !documented {
+				t.Errorf("README settings: -%s of worker defaults to %q, the flag to %q", f.Name, r.Default, f.DefValue)
+			}
+		}
+	})
 }

@@ -1,4 +1,4 @@
-package main
+package apiserver
 
 import (
 	"context"
@@ -185,7 +185,7 @@ func TestPublicURLIsValidated(t *testing.T) {
 	t.Setenv("RENDERBOX_DB", filepath.Join(t.TempDir(), "ledger.db"))
 	for _, bad := range []string{"render.example.com", "ftp://render.example.com", "https://render.example.com/?a=1", "https://render.example.com/#f", "https://u:p@render.example.com"} {
 		var stderr strings.Builder
-		if code := run(context.Background(), []string{"serve", "-public-url", bad}, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "-public-url") {
+		if code := Main(context.Background(), []string{"serve", "-public-url", bad}, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "-public-url") {
 			t.Errorf("api serve -public-url %q: exit %d, %q; want 1 naming -public-url", bad, code, stderr.String())
 		}
 		// serve's log is JSON to its last line: the reason it stopped too.

@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"flag"
@@ -11,8 +11,8 @@ import (
 	"github.com/renderbox/renderbox/internal/sandbox"
 )
 
-// poolConfig are the pool flags of `worker serve`.
-type poolConfig struct {
+// PoolConfig are the pool flags of `worker serve`.
+type PoolConfig struct {
 	// Sizes is idle sandboxes per family, "family=N,…"; "none" or "off"
 	// disables the pool. Default chromium=4,office=1,pdf=8,light=4 (a
 	// 2-core host).
@@ -39,7 +39,8 @@ type poolConfig struct {
 	FillWait time.Duration
 }
 
-func (c *poolConfig) bind(fs *flag.FlagSet) {
+// Bind registers the pool flags on fs.
+func (c *PoolConfig) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.Sizes, "pool-size", "chromium=4,office=1,pdf=8,light=4", `idle pre-booted sandboxes per family ("none" disables the pool)`)
 	fs.StringVar(&c.Memory, "pool-memory", "chromium=1.5G,office=1G,pdf=256M,light=256M", "budget of idle memory per family")
 	fs.StringVar(&c.Restore, "pool-restore", "chromium,office", `families filled by checkpoint/restore instead of booting ("" for none)`)
@@ -51,7 +52,7 @@ func (c *poolConfig) bind(fs *flag.FlagSet) {
 }
 
 // families turns the flags into the pool's families; nil means no pool.
-func (c poolConfig) families() ([]sandbox.PoolFamily, error) {
+func (c PoolConfig) families() ([]sandbox.PoolFamily, error) {
 	if s := strings.TrimSpace(c.Sizes); s == "none" || s == "off" || s == "" {
 		return nil, nil
 	}

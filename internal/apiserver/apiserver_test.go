@@ -1,4 +1,4 @@
-package main
+package apiserver
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func TestUnknownCommandsOpenNothing(t *testing.T) {
 		{"keys", "create"}, {"keys", "create", "a", "b"}, {"keys", "list", "extra"},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), args, &stdout, &stderr)
+		code := Main(context.Background(), args, &stdout, &stderr)
 		if code != 2 || !strings.Contains(stderr.String(), "usage: api") {
 			t.Errorf("api %s: got exit %d and stderr %q, want 2 and the usage", strings.Join(args, " "), code, stderr.String())
 		}
@@ -43,7 +43,7 @@ func TestVersionFlag(t *testing.T) {
 	t.Setenv("RENDERBOX_DB", filepath.Join(t.TempDir(), "ledger.db"))
 	for _, args := range [][]string{{"-version"}, {"serve", "-version"}} {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), args, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "api ") || !strings.Contains(stdout.String(), "go1.") {
+		if code := Main(context.Background(), args, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "api ") || !strings.Contains(stdout.String(), "go1.") {
 			t.Errorf("api %s: got exit %d, stdout %q, stderr %q; want 0 and \"api VERSION … goVERSION\"", strings.Join(args, " "), code, stdout.String(), stderr.String())
 		}
 	}
@@ -56,7 +56,7 @@ func TestKeysRefuseAMissingLedger(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ledgr.db")
 	for _, args := range [][]string{{"keys", "create", "-db", db, "ci"}, {"keys", "list", "-db", db}, {"keys", "revoke", "-db", db, "key_x"}} {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "does not exist") || !strings.Contains(stderr.String(), "-create") {
+		if code := Main(context.Background(), args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "does not exist") || !strings.Contains(stderr.String(), "-create") {
 			t.Errorf("api %s: got exit %d and stderr %q, want 1 and a refusal naming -create", strings.Join(args, " "), code, stderr.String())
 		}
 		if _, err := os.Stat(db); !os.IsNotExist(err) {
@@ -64,11 +64,11 @@ func TestKeysRefuseAMissingLedger(t *testing.T) {
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"keys", "create", "-create", "-db", db, "ci"}, &stdout, &stderr); code != 0 {
+	if code := Main(context.Background(), []string{"keys", "create", "-create", "-db", db, "ci"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("keys create -create: exit %d: %s", code, stderr.String())
 	}
 	stdout.Reset()
-	if code := run(context.Background(), []string{"keys", "create", "-db", db, "second"}, &stdout, &stderr); code != 0 || stdout.Len() == 0 {
+	if code := Main(context.Background(), []string{"keys", "create", "-db", db, "second"}, &stdout, &stderr); code != 0 || stdout.Len() == 0 {
 		t.Errorf("keys create in the ledger -create made: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }
@@ -101,7 +101,7 @@ func TestTrustedProxiesChecked(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ledger.db")
 	t.Setenv("RENDERBOX_DB", db)
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"serve", "-trusted-proxies", "10.0.0.0/8,proxy.internal"}, &stdout, &stderr)
+	code := Main(context.Background(), []string{"serve", "-trusted-proxies", "10.0.0.0/8,proxy.internal"}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "-trusted-proxies") || !strings.Contains(stderr.String(), "proxy.internal") {
 		t.Errorf("got exit %d and %q, want 1 and an error naming -trusted-proxies and the bad entry", code, stderr.String())
 	}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/worker"
+)
+
+const renderHelp = `usage: worker render -renderer NAME [flags] INPUT -o OUTDIR
+
+Render a local file through a real sandbox, as a job would be (each stage
+of a chain in a fresh one), write its outputs into OUTDIR and print a JSON
+summary: outcome, sandbox, outputs, timings. It needs runsc, cgroups and
+the rootfs, not Redis or the API.
+`
+
+// renderArgs are render's flags that name its job, not a setting: they
+// have no variable.
+var renderArgs = []string{"renderer", "o", "options", "limits", "input-type"}
+
+// renderSummary is what `worker render` prints on stdout.
+type renderSummary struct {
+	Renderer  string            `json:"renderer"`
+	Outcome   sandbox.Outcome   `json:"outcome"`
+	Error     string            `json:"error,omitempty"`
+	SandboxID string            `json:"sandbox_id"`
+	Outputs   []string          `json:"outputs,omitempty"`
+	Timings   map[string]string `json:"timings"`
+}
+
+func cmdRender(ctx context.Context, args []string, stdout io.Writer) error {
+	var c worker.Config
+	var name, outDir, options, limits, inputType string
+	fs := flags("render", renderHelp, &c)
+	fs.StringVar(&inputType, "input-type", "", "the input's media type when its bytes are text that could be several (text/html, text/markdown, text/csv, …)")
+	fs.StringVar(&name, "renderer", "", "renderer name (see GET /v1/renderers), e.g. pdf-png, svg-png, html-pdf")
+	fs.StringVar(&outDir, "o", "", "output directory")
+	fs.StringVar(&options, "options", "", `renderer options as a JSON object, e.g. '{"dpi": 72}'`)
+	fs.StringVar(&limits, "limits", "", `lower limits as a JSON object, e.g. '{"timeout_seconds": 10}'`)
+	rest, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	if err := c.Settle(fs, renderArgs...); err != nil {
+		return err
+	}
+	if name == "" || outDir == "" || len(rest) != 1 {
+		return errors.New("render: usage: worker render -renderer NAME INPUT -o OUTDIR")
+	}
+	r, err := render.LookupWithDiagnostics(name)
+	if err != nil {
+		return err
+	}
+	input, err := os.ReadFile(rest[0])
+	if err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	plan, err := r.PrepareTyped(input, inputType, json.RawMessage(options), json.RawMessage(limits))
+	if err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	m, err := c.Runnable(ctx, c.Logger())
+	if err != nil {
+		return err
+	}
+	plan.Job.Input = bytes.NewReader(input)
+	res, runErr := m.Run(ctx, plan.Job)
+	// A renderer of several stages (safe-pdf): each in a fresh sandbox,
+	// the next built by the host from what the last returned.
+	for i := 0; runErr == nil && i < len(plan.Stages())-1; i++ {
+		next, err := plan.Next(i, res.Response.Files)
+		if err != nil {
+			runErr = &sandbox.Error{Outcome: sandbox.RenderFailed, Msg: err.Error()}
+			break
+		}
+		res, runErr = m.Run(ctx, next.Job)
+	}
+	sum := renderSummary{Renderer: name, Outcome: sandbox.OutcomeOf(runErr), SandboxID: res.SandboxID,
+		Timings: map[string]string{
+			"create": res.Timings.Create.String(), "start": res.Timings.Start.String(),
+			"render": res.Timings.Render.String(), "teardown": res.Timings.Teardown.String(),
+		}}
+	var outs []render.Output
+	if runErr == nil {
+		if outs, runErr = r.AcceptOutputs(res.Response.Files); runErr != nil {
+			sum.Outcome = sandbox.RenderFailed
+		}
+	}
+	if runErr == nil {
+		if err := os.MkdirAll(outDir, 0o755); err != nil {
+			return err
+		}
+		for _, o := range outs {
+			p := filepath.Join(outDir, o.Name)
+			if err := os.WriteFile(p, o.Data, 0o644); err != nil {
+				return err
+			}
+			sum.Outputs = append(sum.Outputs, p)
+		}
+	} else {
+		sum.Error = runErr.Error()
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(sum)
+	if runErr != nil {
+		return fmt.Errorf("render: %w", runErr)
+	}
+	return nil
+}

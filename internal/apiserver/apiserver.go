@@ -1,0 +1,547 @@
+// Package apiserver is the api command: its settings (Config, each flag
+// with its RENDERBOX_* variable), serve, which wires the ledger, Redis,
+// webhooks and internal/api's handlers into the listening server, and the
+// keys commands. It never renders and never runs runsc.
+//
+//	api serve [flags]                 serve the API (the default command)
+//	api keys create -db F NAME        create a key; prints its secret once
+//	api keys create -admin -db F NAME an admin key: also GET /v1/workers
+//	api keys revoke -db F ID          revoke a key
+//	api keys list -db F               list keys
+//	api -version                      print the build and exit
+//
+// Any other command is refused with the usage before anything is opened:
+// "api version" once ran serve, which opened the live ledger and Redis.
+//
+// The ledger (-db) is a SQLite file or a PostgreSQL URL; a URL with a
+// password comes from RENDERBOX_DB or a file (-db-file), never from a
+// flag value, which ps shows to every user of the host.
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/renderbox/renderbox"
+	"github.com/renderbox/renderbox/internal/api"
+	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/cidr"
+	"github.com/renderbox/renderbox/internal/envflag"
+	"github.com/renderbox/renderbox/internal/ledger"
+	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/internal/webhook"
+)
+
+// Config is the API's configuration. Flags map onto it in bind, and each
+// flag's RENDERBOX_* variable of the same name (envflag) in settle; the
+// README's "Settings" table lists them all.
+type Config struct {
+	// Addr is the listen address. Default 127.0.0.1:8080. Env RENDERBOX_ADDR.
+	Addr string
+	// PublicURL is the base URL clients reach the API at, e.g.
+	// https://render.example.com or https://example.com/render behind a
+	// proxy that strips /render: Location, output URLs and webhooks' URLs
+	// are absolute under it. Default none: relative URLs (never from the
+	// request's Host header, which the client writes). Env
+	// RENDERBOX_PUBLIC_URL.
+	PublicURL string
+	// MetricsAddr serves /metrics, apart from the API: the metrics show
+	// every tenant's jobs, so only the operator should reach them. ""
+	// disables. Default 127.0.0.1:9090. Env RENDERBOX_METRICS_ADDR.
+	MetricsAddr string
+	// Redis is how to reach the queue's Redis (address, credentials, TLS;
+	// see queue.RedisConfig). Default 127.0.0.1:6379.
+	Redis queue.RedisConfig
+	// WorkerHeartbeatTimeout: /readyz answers 503 when no worker has sent
+	// a heartbeat within it. Default 30s.
+	WorkerHeartbeatTimeout time.Duration
+	// DB is the ledger: a SQLite file, or a PostgreSQL URL
+	// (postgres://… or postgresql://…) that several API replicas share.
+	// Default /var/lib/renderbox/api/ledger.db. Env RENDERBOX_DB. A -db
+	// flag holding a password is refused: pass such a URL in RENDERBOX_DB
+	// or DBFile, or the password in PGPASSWORD or ~/.pgpass.
+	DB string
+	// DBFile names a file whose first line is DB, for a URL with
+	// credentials (0600, the API's user's). Default none. Env
+	// RENDERBOX_DB_FILE.
+	DBFile string
+	// Retention is how long inputs, outputs and finished jobs' queue
+	// records (completed and archived tasks) are kept. Default 24h.
+	Retention time.Duration
+	// Limits: request body, queue depth, per-key rate, ?wait= bound.
+	Limits api.Limits
+	// HTTP: timeouts, minimum transfer rate, requests in flight.
+	HTTP api.HTTPLimits
+	// Diagnostics accepts the diagnostic renderers (sandbox-probe) from
+	// any key. Default false.
+	Diagnostics bool
+	// Webhooks turns job webhooks on. Default true.
+	Webhooks bool
+	// WebhookSecretFile holds the master secret of webhook signatures,
+	// made on first start. Default webhook.key next to the ledger. Env
+	// RENDERBOX_WEBHOOK_SECRET_FILE.
+	WebhookSecretFile string
+	// WebhookAllow lists non-public ranges webhooks may reach (CIDRs,
+	// comma-separated). Default none. Env RENDERBOX_WEBHOOK_ALLOW.
+	WebhookAllow string
+	// TrustedProxies lists the peers (CIDRs or addresses, comma-separated)
+	// whose X-Request-Id header is taken as a request's id; others get an
+	// id of the API's own. Default none. Env RENDERBOX_TRUSTED_PROXIES.
+	TrustedProxies string
+	// WebhookRetry is the wait before each retry. Default
+	// webhook.DefaultSchedule (5s … 12h, about a day in all).
+	WebhookRetry string
+	// WebhookTimeout bounds one delivery attempt. Default 10s.
+	WebhookTimeout time.Duration
+	// Events: a result event this replica could not apply is retried, by
+	// any replica, after Events.RetryAfter (default 5s) and given up to
+	// the dead-letter stream after Events.MaxDeliveries (default 10).
+	Events api.EventConfig
+}
+
+// bind registers the configuration's flags on fs with their defaults;
+// settle then applies their RENDERBOX_* variables (envflag: -metrics-addr
+// is RENDERBOX_METRICS_ADDR), the command line winning.
+func (c *Config) bind(fs *flag.FlagSet) {
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
+	fs.StringVar(&c.PublicURL, "public-url", "", "base URL clients reach the API at (https://render.example.com, a path prefix allowed): Location, output and webhook URLs are absolute under it (default: relative)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9090", `serve /metrics here, apart from the API ("" disables)`)
+	c.Redis.Bind(fs)
+	fs.DurationVar(&c.WorkerHeartbeatTimeout, "worker-heartbeat-timeout", 30*time.Second, "/readyz answers 503 when no worker has sent a heartbeat within this (a few of the workers' -heartbeat-interval)")
+	fs.StringVar(&c.DB, "db", "/var/lib/renderbox/api/ledger.db", "the ledger: a SQLite file or a PostgreSQL URL (postgres://…; a password goes in RENDERBOX_DB or -db-file, not here)")
+	fs.StringVar(&c.DBFile, "db-file", "", "read the ledger's -db value (e.g. a PostgreSQL URL with its password) from the first line of this file")
+	fs.DurationVar(&c.Retention, "retention", 24*time.Hour, "how long inputs, outputs and finished jobs' queue records are kept")
+	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", 64<<20, "largest request body (413 past it)")
+	fs.IntVar(&c.Limits.MaxQueueDepth, "max-queue-depth", 1000, "most jobs waiting or running (503 past it)")
+	fs.Float64Var(&c.Limits.RatePerSecond, "rate", 20, "submissions per second per key (429 past it)")
+	fs.IntVar(&c.Limits.Burst, "burst", 40, "submission burst per key")
+	fs.DurationVar(&c.Limits.MaxWait, "max-wait", 60*time.Second, "longest ?wait=")
+	fs.DurationVar(&c.HTTP.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "bound on reading a request's headers")
+	fs.DurationVar(&c.HTTP.BodyTimeout, "body-timeout", 30*time.Second, "grace for a request body, beyond its size at -min-rate (408 past it)")
+	fs.Int64Var(&c.HTTP.MinRate, "min-rate", 32<<10, "slowest upload and download, bytes/s, after their grace")
+	fs.DurationVar(&c.HTTP.WriteTimeout, "write-timeout", 0, "bound on writing a response, from the end of its body; outputs get their size at -min-rate more (default -max-wait + 30s)")
+	fs.DurationVar(&c.HTTP.IdleTimeout, "idle-timeout", 60*time.Second, "close keep-alive connections idle this long")
+	fs.IntVar(&c.HTTP.MaxInFlight, "max-in-flight", 512, "most requests served at once (429 past it)")
+	fs.IntVar(&c.HTTP.MaxInFlightPerKey, "max-in-flight-per-key", 32, "most requests one key has in flight (429 past it)")
+	fs.IntVar(&c.Limits.MaxQueuedPerKey, "max-queued-per-key", 250, "most jobs one key may have waiting for a worker (429 key_queue_full past it)")
+	fs.Int64Var(&c.Limits.MaxQueuedBytesPerKey, "max-queued-bytes-per-key", 256<<20, "most input bytes one key's waiting jobs may hold (429 key_queue_full past it)")
+	fs.Float64Var(&c.Limits.RedisHighWater, "redis-high-water", 0.8, "share of Redis's maxmemory past which new jobs are refused (503 queue_full)")
+	fs.BoolVar(&c.Diagnostics, "diagnostics", false, "accept the diagnostic renderers (sandbox-probe: escape attempts run as a job)")
+	fs.BoolVar(&c.Webhooks, "webhooks", true, "send webhooks to jobs' callback_url")
+	fs.StringVar(&c.WebhookSecretFile, "webhook-secret-file", "", "master secret of webhook signatures (default: webhook.key next to -db; made if missing)")
+	fs.StringVar(&c.WebhookAllow, "webhook-allow", "", "non-public ranges webhooks may reach, e.g. 10.0.0.0/8 (public addresses only by default)")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "peers (CIDRs or addresses, comma-separated) whose X-Request-Id is taken as the request's id, e.g. 127.0.0.1 for a proxy on this host (none by default)")
+	fs.StringVar(&c.WebhookRetry, "webhook-retry", "", "wait before each webhook retry, e.g. 5s,30s,2m (default 5s,30s,2m,10m,30m,1h,3h,6h,12h)")
+	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
+	fs.DurationVar(&c.Events.RetryAfter, "event-retry-after", 5*time.Second, "a result event not applied (ledger error, unknown job, a replica that died) is retried by any replica after this")
+	fs.Int64Var(&c.Events.MaxDeliveries, "event-max-deliveries", 10, "a result event not applied after this many deliveries is moved to the dead-letter stream renderbox:events:dead")
+}
+
+// webhooks builds the API's webhook settings from the configuration.
+func (c Config) webhooks() (api.Webhooks, error) {
+	if !c.Webhooks {
+		return api.Webhooks{}, nil
+	}
+	allow, err := webhook.ParseAllow(c.WebhookAllow)
+	if err != nil {
+		return api.Webhooks{}, err
+	}
+	var sched webhook.Schedule
+	if c.WebhookRetry != "" {
+		if sched, err = webhook.ParseSchedule(c.WebhookRetry); err != nil {
+			return api.Webhooks{}, err
+		}
+	}
+	path := c.WebhookSecretFile
+	if path == "" {
+		if ledger.IsPostgresURL(c.DB) {
+			return api.Webhooks{}, errors.New("config: a PostgreSQL ledger has no directory for webhook.key: set -webhook-secret-file (RENDERBOX_WEBHOOK_SECRET_FILE), the same file on every API replica")
+		}
+		path = filepath.Join(filepath.Dir(c.DB), "webhook.key")
+	}
+	master, err := webhook.LoadOrCreateMaster(path)
+	if err != nil {
+		return api.Webhooks{}, err
+	}
+	p := webhook.Policy{Allow: allow}
+	return api.Webhooks{Master: master, Policy: p, Sender: webhook.NewSender(p, nil, c.WebhookTimeout), Schedule: sched}, nil
+}
+
+// resolveDB settles DB after fs parsed the command line: -db-file's
+// first line when one is named, and never a password that the command
+// line carried.
+func (c *Config) resolveDB(fs *flag.FlagSet) error {
+	dbFlag := false
+	fs.Visit(func(f *flag.Flag) { dbFlag = dbFlag || f.Name == "db" })
+	if c.DBFile != "" {
+		if dbFlag {
+			return errors.New("config: -db and -db-file both name the ledger; keep one")
+		}
+		b, err := os.ReadFile(c.DBFile)
+		if err != nil {
+			return fmt.Errorf("config: reading the ledger's URL from -db-file: %w", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if c.DB = strings.TrimSpace(line); c.DB == "" {
+			return fmt.Errorf("config: -db-file %s is empty (write the ledger's URL or path on its first line)", c.DBFile)
+		}
+		return nil
+	}
+	if dbFlag && ledger.IsPostgresURL(c.DB) && ledger.URLHasPassword(c.DB) {
+		return fmt.Errorf("config: -db %s carries a password, which ps shows to every user; pass the URL in RENDERBOX_DB or in a file named by -db-file (RENDERBOX_DB_FILE), or the password in PGPASSWORD or ~/.pgpass", ledger.Redact(c.DB))
+	}
+	return nil
+}
+
+func (c Config) validate() error {
+	if c.Limits.MaxBodyBytes < 1024 || c.Limits.MaxQueueDepth < 1 || c.Limits.RatePerSecond <= 0 || c.Limits.Burst < 1 {
+		return errors.New("config: -max-body-bytes ≥ 1024, -max-queue-depth ≥ 1, -rate > 0 and -burst ≥ 1 are required")
+	}
+	if err := c.HTTP.Validate(c.Limits.MaxWait); err != nil {
+		return err
+	}
+	if c.Limits.MaxQueuedPerKey < 1 || c.Limits.MaxQueuedBytesPerKey < 1 {
+		return errors.New("config: -max-queued-per-key and -max-queued-bytes-per-key must be at least 1")
+	}
+	if c.Limits.RedisHighWater <= 0 || c.Limits.RedisHighWater >= 1 {
+		return fmt.Errorf("config: -redis-high-water %g must be between 0 and 1 (a share of Redis's maxmemory, e.g. 0.8)", c.Limits.RedisHighWater)
+	}
+	if c.WorkerHeartbeatTimeout < time.Second || c.WorkerHeartbeatTimeout > queue.WorkerRecordTTL {
+		return fmt.Errorf("config: -worker-heartbeat-timeout %s is outside 1s to %s (default 30s)", c.WorkerHeartbeatTimeout, queue.WorkerRecordTTL)
+	}
+	if c.Events.RetryAfter < 100*time.Millisecond || c.Events.MaxDeliveries < 1 {
+		return fmt.Errorf("config: -event-retry-after %s must be at least 100ms and -event-max-deliveries %d at least 1", c.Events.RetryAfter, c.Events.MaxDeliveries)
+	}
+	if _, err := cidr.Parse(c.TrustedProxies); err != nil {
+		return fmt.Errorf("config: -trusted-proxies: %w", err)
+	}
+	if _, err := api.ParsePublicURL(c.PublicURL); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if c.Retention < time.Minute {
+		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
+	}
+	return nil
+}
+
+const usage = `usage: api [serve] [flags]    serve the API (the default command; "api -addr …" is "api serve -addr …")
+       api keys create [-admin] [-create] [-db FILE|URL | -db-file F] NAME
+       api keys revoke [-db …] ID
+       api keys list [-db …]
+       api -version                print the build and exit
+
+Run "api serve -h" or "api keys create -h" for the flags.
+`
+
+// Main carries out one command line (without the program's name) and
+// returns the exit status: 0, 1 for a command that failed, 2 for a command
+// line not understood — which opens nothing. serve runs until ctx ends.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		err = serve(ctx, args, stdout)
+	case "keys":
+		err = keys(ctx, args, stdout, stderr)
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "api: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "api: %v\n\n%s", err, usage)
+		return 2
+	case err != nil && cmd == "serve":
+		// serve's log is JSON from its first line to its last, the
+		// reason it stopped included; a command line it did not
+		// understand is the only text (with the usage, above).
+		slog.New(slog.NewJSONHandler(stderr, nil)).Error("api serve failed", "err", err.Error())
+		return 1
+	case err != nil:
+		fmt.Fprintf(stderr, "api: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// usageError is a command line that is not understood: run prints the
+// usage with it and exits 2.
+type usageError string
+
+func (e usageError) Error() string { return string(e) }
+
+func usagef(format string, a ...any) error { return usageError(fmt.Sprintf(format, a...)) }
+
+// parseError is a flag the command line got wrong as a usage error (exit
+// 2, in text, before any log); -h stays flag.ErrHelp.
+func parseError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError(err.Error())
+}
+
+// serveFlags is api serve's command line: the configuration's flags and
+// -version, which is no setting (envflag gives it no variable).
+func serveFlags(c *Config) (*flag.FlagSet, *bool) {
+	fs := flag.NewFlagSet("api serve", flag.ContinueOnError)
+	c.bind(fs)
+	return fs, fs.Bool("version", false, "print the build (version, VCS revision, Go release) and exit")
+}
+
+// keysFlags is api keys sub's command line: the configuration's flags
+// (of which keys uses the ledger's) and create's -admin and -create, which
+// say what to do rather than set anything (no variable).
+func keysFlags(sub string, c *Config) (fs *flag.FlagSet, admin, create *bool) {
+	fs = flag.NewFlagSet("api keys "+sub, flag.ContinueOnError)
+	c.bind(fs)
+	admin, create = new(bool), new(bool)
+	if sub == "create" {
+		fs.BoolVar(admin, "admin", false, "an admin key: may also list the workers (GET /v1/workers)")
+		fs.BoolVar(create, "create", false, "make the SQLite ledger -db names if it does not exist (a new, empty ledger)")
+	}
+	return fs, admin, create
+}
+
+// notSettings are the flags of api's commands that have no variable.
+var notSettings = []string{"version", "admin", "create"}
+
+// settle applies the variables of the flags the command line (parsed into
+// fs) did not give, then the ledger's URL (resolveDB).
+func (c *Config) settle(fs *flag.FlagSet) error {
+	if _, err := envflag.Apply(fs, nil, notSettings...); err != nil {
+		return err
+	}
+	return c.resolveDB(fs)
+}
+
+func serve(ctx context.Context, args []string, stdout io.Writer) error {
+	var c Config
+	fs, version := serveFlags(&c)
+	if err := fs.Parse(args); err != nil {
+		return parseError(err)
+	}
+	if *version {
+		buildinfo.Read().Print(stdout, "api")
+		return nil
+	}
+	if fs.NArg() > 0 {
+		return usagef("api serve takes no arguments, got %q", fs.Arg(0))
+	}
+	if err := c.settle(fs); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	ropts, redisShown, err := c.Redis.Options()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// serve's log is JSON from its first line to its last: the standard
+	// library's (net/http's) and go-redis's messages too.
+	slog.SetDefault(log)
+	queue.LogRedisTo(log)
+	store, err := ledger.OpenStore(ctx, c.DB)
+	if err != nil {
+		return fmt.Errorf("opening the ledger: %w", err)
+	}
+	defer store.Close()
+	// While Redis is away a request should hear 503 quickly rather than
+	// sit through go-redis's default five dial retries per command.
+	ropts.DialTimeout, ropts.DialerRetries = 2*time.Second, 1
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	// A Redis that is down is waited for (503 meanwhile); one that refuses
+	// the password or whose certificate does not verify will not change
+	// its mind: refuse to start.
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer pcancel()
+	if err := queue.CheckRedis(pctx, rdb, redisShown); errors.Is(err, queue.ErrRedisConfig) {
+		return fmt.Errorf("refusing to start: %w", err)
+	} else if err != nil {
+		log.Warn("redis does not answer yet; /readyz answers 503 until it does", "err", err)
+	}
+	hooks, err := c.webhooks()
+	if err != nil {
+		return fmt.Errorf("webhooks: %w", err)
+	}
+	proxies, _ := cidr.Parse(c.TrustedProxies)   // checked by validate
+	public, _ := api.ParsePublicURL(c.PublicURL) // checked by validate
+	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Diagnostics: c.Diagnostics,
+		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events, TrustedProxies: proxies, PublicURL: public}
+	srv := s.HTTPServer(c.Addr)
+	var msrv *http.Server
+	if c.MetricsAddr != "" {
+		msrv = &http.Server{Addr: c.MetricsAddr, Handler: s.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
+	}
+	// ctx is replaced here, before any goroutine reads it: a closure
+	// started earlier would race with the assignment and could read half
+	// of the old interface and half of the new (a panic in
+	// cancelCtx.Done, seen once in CI).
+	ctx, cancel := context.WithCancel(ctx)
+	hooksDone := make(chan struct{})
+	// Attempts in flight end with ctx; wait for them to be recorded
+	// before the ledger closes.
+	defer func() { cancel(); <-hooksDone }()
+	go func() {
+		if err := s.RunEvents(ctx); err != nil {
+			log.Error("applying events", "err", err)
+		}
+	}()
+	go func() {
+		if err := s.RunQueue(ctx); err != nil {
+			log.Error("dispatching jobs", "err", err)
+		}
+	}()
+	go func() {
+		defer close(hooksDone)
+		if err := s.RunWebhooks(ctx); err != nil {
+			log.Error("delivering webhooks", "err", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		if msrv != nil {
+			_ = msrv.Shutdown(sctx)
+		}
+	}()
+	// Bind both before saying so: the log names the addresses bound (a
+	// port of 0 becomes the one the kernel chose), and a taken address
+	// ends the process before anything is served.
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return err
+	}
+	maddr := ""
+	errc := make(chan error, 2)
+	if msrv != nil {
+		mln, err := net.Listen("tcp", c.MetricsAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("-metrics-addr: %w", err)
+		}
+		maddr = mln.Addr().String()
+		go func() { errc <- msrv.Serve(mln) }()
+	}
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("api listening", "addr", ln.Addr().String(), "metrics_addr", maddr, "redis", redisShown, "db", ledger.Redact(c.DB), "public_url", public, "version", buildinfo.Read().Version)
+	// Either listener failing (its address taken) ends the process; a
+	// shutdown ends both with ErrServerClosed.
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		cancel()
+		return err
+	}
+	return nil
+}
+
+func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("api keys needs a command: create, revoke or list")
+	}
+	sub := args[0]
+	switch sub {
+	case "create", "revoke", "list":
+	default:
+		// Refused before the ledger is opened: a mistyped command must
+		// not make or migrate a ledger.
+		return usagef("unknown keys command %q (create, revoke, list)", sub)
+	}
+	var c Config
+	fs, adminFlag, createFlag := keysFlags(sub, &c)
+	if err := fs.Parse(args[1:]); err != nil {
+		return parseError(err)
+	}
+	if want := map[string]int{"create": 1, "revoke": 1, "list": 0}[sub]; fs.NArg() != want {
+		return usagef("api keys %s takes %s, got %d arguments", sub, map[string]string{"create": "one NAME", "revoke": "one ID", "list": "none"}[sub], fs.NArg())
+	}
+	if err := c.settle(fs); err != nil {
+		return err
+	}
+	admin, create := *adminFlag, *createFlag
+	if err := ledgerExists(c.DB, create); err != nil {
+		return err
+	}
+	store, err := ledger.OpenStore(ctx, c.DB)
+	if err != nil {
+		return fmt.Errorf("opening the ledger: %w", err)
+	}
+	defer store.Close()
+	switch sub {
+	case "create":
+		create, kind := store.CreateKey, "key"
+		if admin {
+			create, kind = store.CreateAdminKey, "admin key"
+		}
+		secret, k, err := create(ctx, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "created %s %s (%s); the secret below is shown once:\n", kind, k.ID, k.Name)
+		fmt.Fprintln(stdout, secret)
+	case "revoke":
+		if err := store.RevokeKey(ctx, fs.Arg(0)); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "revoked %s\n", fs.Arg(0))
+	case "list":
+		ks, err := store.ListKeys(ctx)
+		if err != nil {
+			return err
+		}
+		for _, k := range ks {
+			state := "active"
+			if k.Revoked() {
+				state = "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
+			}
+			if k.Admin {
+				state += "\tadmin"
+			}
+			fmt.Fprintf(stdout, "%s\t%s\t%s\t%s\n", k.ID, k.Name, k.CreatedAt.UTC().Format(time.RFC3339), state)
+		}
+	}
+	return nil
+}
+
+// ledgerExists refuses a SQLite ledger path that names no file unless
+// create says to make one: opening makes a missing file, and a misspelled
+// -db once gave a key in a new, empty ledger that no API served. A
+// PostgreSQL URL names a database that is there or not; nothing to check.
+func ledgerExists(db string, create bool) error {
+	if ledger.IsPostgresURL(db) || create {
+		return nil
+	}
+	if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("the ledger %s does not exist (check -db, or RENDERBOX_DB; api serve makes it at its first start, or add -create to make an empty one here)", db)
+	} else if err != nil {
+		return fmt.Errorf("the ledger %s: %w", db, err)
+	}
+	return nil
+}

@@ -1,0 +1,261 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/hostcheck"
+	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/internal/sandbox"
+)
+
+// ServeConfig are the flags of `worker serve` beyond Config.
+type ServeConfig struct {
+	// Redis is how to reach the queue's Redis (address, credentials, TLS;
+	// see queue.RedisConfig).
+	Redis queue.RedisConfig
+	// Concurrency is how many sandboxes run at once. Default 2.
+	Concurrency int
+	// ShutdownTimeout is how long SIGTERM waits for running jobs before
+	// requeueing them. Default 30s.
+	ShutdownTimeout time.Duration
+	// MetricsAddr serves /metrics; "" disables. Default 127.0.0.1:9091.
+	MetricsAddr string
+	// Name identifies this worker in events and logs. Default: hostname.
+	Name string
+	// HeartbeatInterval is how often the worker tells Redis it is alive
+	// (the API's /readyz and GET /v1/workers read it). Default 5s.
+	HeartbeatInterval time.Duration
+	// PollInterval is how often an idle worker asks Redis for a job (asynq
+	// polls; it sleeps between a half and one and a half of this), so a
+	// new job waits about this long to start; the README's settings table
+	// has what it costs idle. Default 25ms.
+	PollInterval time.Duration
+	// Pool configures the pre-booted sandboxes.
+	Pool PoolConfig
+}
+
+// Bind registers serve's flags beyond Config's.
+func (s *ServeConfig) Bind(fs *flag.FlagSet) {
+	s.Redis.Bind(fs)
+	fs.IntVar(&s.Concurrency, "concurrency", 2, "sandboxes at once")
+	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are requeued")
+	fs.StringVar(&s.MetricsAddr, "metrics-addr", "127.0.0.1:9091", `serve /metrics here ("" to disable; RENDERBOX_WORKER_METRICS is a deprecated name of its variable)`)
+	fs.StringVar(&s.Name, "name", "", "worker name (default: hostname)")
+	fs.DurationVar(&s.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often to tell Redis this worker is alive (the API's -worker-heartbeat-timeout must be a few of these)")
+	fs.DurationVar(&s.PollInterval, "poll-interval", 25*time.Millisecond, "how often an idle worker asks Redis for a job: a new job waits about this long to start; each idle worker runs about 1/this dequeues a second on Redis")
+	s.Pool.Bind(fs)
+}
+
+// Serve runs the start-up checks, then takes jobs from the queue until
+// ctx ends (SIGTERM/SIGINT), when it stops taking jobs and lets running
+// ones finish (or requeues them after ShutdownTimeout). It never leaves a
+// sandbox behind: running sandboxes are killed when their context ends,
+// and the reaper runs once more on the way out.
+func Serve(ctx context.Context, c Config, s ServeConfig) error {
+	if s.Concurrency < 1 {
+		return fmt.Errorf("serve: -concurrency must be at least 1, got %d", s.Concurrency)
+	}
+	if s.HeartbeatInterval < 100*time.Millisecond || s.HeartbeatInterval > time.Minute {
+		return fmt.Errorf("serve: -heartbeat-interval %s is outside 100ms to 1m (default 5s)", s.HeartbeatInterval)
+	}
+	if s.PollInterval < 5*time.Millisecond || s.PollInterval > 5*time.Second {
+		return fmt.Errorf("serve: -poll-interval %s is outside 5ms to 5s (default 25ms)", s.PollInterval)
+	}
+	host, _ := os.Hostname()
+	if s.Name == "" {
+		s.Name = host
+	}
+	ropts, redisShown, err := s.Redis.Options()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	fams, err := s.Pool.families()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log := c.Logger().With("worker", s.Name)
+	// serve's log is JSON from its first line to its last: the standard
+	// library's (net/http's) and go-redis's messages too.
+	slog.SetDefault(log)
+	queue.LogRedisTo(log)
+	c.WarnDeprecated(log)
+	// The checks (and the state dir's lock) before Redis is dialed: a
+	// second worker on a state dir refuses without touching the queue.
+	m, facts, err := hostcheck.Preflight(ctx, c.Host(log), hostcheck.Log(log), fams != nil, true /* serving */)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := queue.CheckRedis(pctx, rdb, redisShown); err != nil {
+		if errors.Is(err, queue.ErrRedisConfig) {
+			return fmt.Errorf("refusing to start: %w", err)
+		}
+		return fmt.Errorf("refusing to start: %w (start it with: make redis)", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := NewMetrics(reg)
+	RegisterRootfs(reg, facts.Rootfs)
+	reg.MustRegister(buildinfo.Read().Collector())
+	h := &Handler{Manager: m, Queue: queue.New(rdb, 0), Logger: log, Name: s.Name, RootfsDigest: facts.Rootfs, Metrics: metrics}
+	closePool, err := startPool(ctx, h, fams, reg)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if s.MetricsAddr != "" {
+		stop, err := serveMetrics(s.MetricsAddr, reg, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+
+	// Every job's context derives from base; it ends just before asynq
+	// gives up on running jobs at shutdown, so their sandboxes are killed
+	// and the jobs requeued rather than orphaned.
+	base, stopJobs := context.WithCancel(context.Background())
+	defer stopJobs()
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		BaseContext:     func() context.Context { return base },
+		IsFailure:       IsFailure,
+		Concurrency:     s.Concurrency,
+		Queues:          map[string]int{queue.QueueName: 1},
+		ShutdownTimeout: s.ShutdownTimeout,
+		// Pick up new jobs within a poll rather than asynq's default second.
+		TaskCheckInterval: s.PollInterval,
+		RetryDelayFunc: func(n int, _ error, _ *asynq.Task) time.Duration {
+			return time.Duration(math.Min(30, math.Pow(2, float64(n)))) * time.Second
+		},
+		Logger:   asynqLogger{log},
+		LogLevel: asynq.WarnLevel,
+	})
+	wctx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	go h.WatchCancels(wctx)
+	mux := asynq.NewServeMux()
+	mux.Handle(queue.TypeRender, h)
+	if err := srv.Start(mux); err != nil {
+		return fmt.Errorf("starting the queue consumer: %w", err)
+	}
+	info := queue.WorkerInfo{ID: workerID(), Name: s.Name, Host: host, RootfsDigest: facts.Rootfs,
+		RunscVersion: facts.Runsc, Concurrency: s.Concurrency, PoolFamilies: familyNames(fams), StartedAt: time.Now().UTC()}
+	hctx, stopBeats := context.WithCancel(context.Background())
+	beatsDone := make(chan struct{})
+	go func() {
+		defer close(beatsDone)
+		Heartbeat(hctx, h.Queue, info, s.HeartbeatInterval, log)
+	}()
+	// On every way out, not only a drain: a worker that fails after this
+	// point is not alive either.
+	defer func() { stopBeats(); <-beatsDone }()
+	log.Info("worker ready", "concurrency", s.Concurrency, "redis", redisShown, "worker_id", info.ID,
+		"rootfs_digest", info.RootfsDigest, "runsc_version", info.RunscVersion, "version", buildinfo.Read().Version,
+		"cgroup_parent", m.Config().CgroupParent)
+	<-ctx.Done()
+	// A draining worker takes no new jobs: it is no longer counted alive.
+	stopBeats()
+	<-beatsDone
+	log.Info("draining: no new jobs; waiting for running ones", "timeout_seconds", s.ShutdownTimeout.Seconds())
+	grace := time.AfterFunc(max(0, s.ShutdownTimeout-500*time.Millisecond), stopJobs)
+	defer grace.Stop()
+	srv.Shutdown()
+	h.GiveBack()
+	closePool()
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	if n, err := m.Reap(rctx); err != nil || n > 0 {
+		log.Warn("reaped sandboxes on the way out", "count", n, "err", err)
+	}
+	log.Info("worker stopped")
+	return nil
+}
+
+// startPool starts the pool of fams (none: nil) for h, its gauges in reg,
+// and returns what closes it, bounded, on the way out.
+func startPool(ctx context.Context, h *Handler, fams []sandbox.PoolFamily, reg *prometheus.Registry) (func(), error) {
+	if fams == nil {
+		return func() {}, nil
+	}
+	pool, err := h.Manager.NewPool(sandbox.PoolConfig{Families: fams, OnEvent: h.Metrics.PoolEvent})
+	if err != nil {
+		return nil, err
+	}
+	RegisterPool(reg, pool)
+	pool.Start(ctx)
+	h.Pool = pool
+	return func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := pool.Close(cctx); err != nil {
+			h.Logger.Warn("closing the pool", "err", err)
+		}
+	}, nil
+}
+
+// serveMetrics serves reg's /metrics on addr until stop. The address is
+// bound here: a taken one is an operator's mistake to hear about at once,
+// not a log line while jobs run unwatched.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), err error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	mln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-metrics-addr: %w", err)
+	}
+	log.Info("metrics listening", "addr", mln.Addr().String())
+	go func() {
+		if err := msrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	return func() { msrv.Close() }, nil
+}
+
+// workerID names this worker process in its heartbeat: two workers on one
+// host (or a restarted one) never share a record.
+func workerID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "wrk_" + hex.EncodeToString(b)
+}
+
+func familyNames(fams []sandbox.PoolFamily) []string {
+	names := []string{}
+	for _, f := range fams {
+		if f.Size > 0 {
+			names = append(names, f.Name)
+		}
+	}
+	return names
+}
+
+// asynqLogger sends asynq's logs to the worker's slog logger.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
+func (a asynqLogger) Fatal(args ...any) { a.l.Error(fmt.Sprint(args...)) }
