@@ -11,6 +11,7 @@ import (
 
 	"github.com/renderbox/renderbox/internal/api"
 	"github.com/renderbox/renderbox/internal/ledger"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // With -public-url every URL the API hands out is absolute under it:
@@ -33,7 +34,7 @@ func TestPublicURL(t *testing.T) {
 		if got, want := a.header.Get("Location"), tc.want+"/v1/jobs/"+j.ID; got != want {
 			t.Errorf("public URL %q: Location %q, want %q", tc.public, got, want)
 		}
-		if _, err := k.ledger.Finish(context.Background(), j.ID, ledger.FinishOptions{State: ledger.StateSucceeded, At: time.Now(),
+		if _, err := k.ledger.Finish(context.Background(), j.ID, ledger.FinishOptions{State: jobstate.Succeeded, At: time.Now(),
 			Outputs: []ledger.Output{{Name: "page 1.png", Size: 3, SHA256: strings.Repeat("0", 64), MediaType: "image/png"}}}); err != nil {
 			t.Fatal(err)
 		}
