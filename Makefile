@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:/usr/local/bin:$(PATH)
 
-.PHONY: setup rootfs build run test bench check redis clean
+.PHONY: setup rootfs build run test unit lint bench check redis clean
 
 ## setup: Debian packages, static runsc at the pinned version, the rootfs
 setup:
@@ -23,6 +23,15 @@ run: setup build
 ## test: setup, then the full suite (real runsc, rootfs, cgroups)
 test: setup
 	bash scripts/test.sh
+
+## unit: the tests that need nothing from the machine (no root, runsc, rootfs,
+## Redis, PostgreSQL or network), in seconds; docs/testing.md
+unit:
+	go test -tags unit -count=1 ./...
+
+## lint: gofmt, go vet, staticcheck (pinned), shellcheck on scripts/ and rootfs/
+lint:
+	bash scripts/lint.sh
 
 ## bench: sandbox vs native figures as JSON lines
 bench: setup build

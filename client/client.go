@@ -33,6 +33,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // Client talks to one renderbox API with one key. Its zero value is not
@@ -61,7 +63,7 @@ func New(baseURL, key string) (*Client, error) {
 type Job struct {
 	ID          string         `json:"id"`
 	Renderer    string         `json:"renderer"`
-	State       string         `json:"state"` // queued, running, succeeded, failed, canceled
+	State       jobstate.State `json:"state"`
 	Attempts    int            `json:"attempts"`
 	Options     map[string]any `json:"options,omitempty"`
 	OutputName  string         `json:"output_name,omitempty"`
@@ -89,7 +91,7 @@ type Job struct {
 
 // Terminal reports whether the job has ended (it changes no more).
 func (j *Job) Terminal() bool {
-	return j.State == "succeeded" || j.State == "failed" || j.State == "canceled"
+	return j.State.Terminal()
 }
 
 // Output is one file a succeeded job made.
@@ -321,8 +323,8 @@ func (c *Client) Cancel(ctx context.Context, id string) (*Job, error) {
 
 // ListOptions filter a listing.
 type ListOptions struct {
-	State string // "" for every state
-	Limit int    // page size; the server's default when 0
+	State jobstate.State // "" for every state
+	Limit int            // page size; the server's default when 0
 }
 
 // Jobs iterates over the key's jobs, newest first, page by page. An error
@@ -333,7 +335,7 @@ func (c *Client) Jobs(ctx context.Context, opts ListOptions) iter.Seq2[*Job, err
 		for {
 			q := url.Values{}
 			if opts.State != "" {
-				q.Set("state", opts.State)
+				q.Set("state", string(opts.State))
 			}
 			if opts.Limit > 0 {
 				q.Set("limit", strconv.Itoa(opts.Limit))

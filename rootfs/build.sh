@@ -55,6 +55,7 @@ install -d -m 0700 "$out" && chmod 0700 "$out"
 if state=$(archive_state) && [ -n "$state" ]; then
   base_key="$static_key-$(printf '%s\n' "$state" | sha256sum | cut -c1-8)"
 else
+  # shellcheck disable=SC2012 # by age; the names are ours, digests without spaces
   newest=$(ls -1t "$cache"/rootfs-base-"$static_key"-*.tar 2>/dev/null | head -1 || true)
   [ -n "$newest" ] || die "cannot read the Debian archives' state (InRelease) and no base was built before"
   base_key=$(basename "$newest" .tar | sed 's/^rootfs-base-//')
@@ -68,6 +69,7 @@ if [ ! -s "$base_tar" ]; then
   mmdebstrap "${base_args[@]}" --include="$packages" bookworm "$base_tar.tmp" "${sources[@]}"
   mv "$base_tar.tmp" "$base_tar"
   # Two bases are plenty: the one in use and the one before.
+  # shellcheck disable=SC2012 # by age; the names are ours, digests without spaces
   ls -1t "$cache"/rootfs-base-*.tar 2>/dev/null | tail -n +3 | xargs -r rm -f
 else
   echo "rootfs: base $base_key cached at $base_tar"
@@ -142,5 +144,6 @@ if [ ! -s "$dest/rootfs.erofs.json" ]; then
 fi
 ln -sfn "$key" "$out/current.tmp" && mv -T "$out/current.tmp" "$out/current"
 # Keep the three newest builds; older ones only take disk.
+# shellcheck disable=SC2012 # by age; the names are ours, digests without spaces
 ls -1dt "$out"/*-* 2>/dev/null | tail -n +4 | xargs -r rm -rf
 echo "rootfs: ready at $out/current -> $key"

@@ -21,6 +21,7 @@ else
 fi
 
 # Intake measures the API, not the per-key rate limit or the queue bound.
+# shellcheck source=scripts/stack.sh
 API_ARGS="-rate 1000000 -burst 1000000 -max-queue-depth 1000000" WORKER_ARGS="${cold_args[*]}" \
   WORKER_METRICS=$metrics LOGS=out/bench-logs source scripts/stack.sh
 bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" -mode cold "$@" | tee out/bench.jsonl

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-out}
 rm -rf "$out"
 mkdir -p "$out"
+# shellcheck source=scripts/stack.sh
 LOGS="$out/logs" source scripts/stack.sh
 
 api() { curl -fsS -H "Authorization: Bearer $key" "$@"; }
@@ -25,11 +26,11 @@ fetch() { # renderer: download every output of its job
   echo "== $1: $job $state"
   [ "$state" = succeeded ] || { cat "$out/$1.job.json"; echo; return 1; }
   mkdir -p "$out/$1"
-  for url in $(grep -o '"url":"[^"]*"' "$out/$1.job.json" | cut -d'"' -f4); do
+  while read -r url; do
     # Absolute when the API has -public-url (API_ARGS), else relative.
     case $url in http://* | https://*) ;; *) url="http://$addr$url" ;; esac
     api -o "$out/$1/${url##*/}" "$url"
-  done
+  done < <(grep -o '"url":"[^"]*"' "$out/$1.job.json" | cut -d'"' -f4)
 }
 
 submit html-pdf examples/report.html '{"paper": "a4"}' >/dev/null

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what renderbox needs on a fresh Debian bookworm machine, as root,
 # idempotently: Debian packages (mmdebstrap, erofs-utils, redis-server,
-# poppler-utils, postgresql, iproute2, systemd), promtool, a static runsc at the pinned version, and
+# poppler-utils, postgresql, iproute2, systemd, shellcheck), promtool, a static runsc at the pinned version, and
 # the renderer rootfs.
 #   scripts/setup.sh            everything
 #   scripts/setup.sh --no-rootfs  skip the rootfs build
@@ -21,8 +21,9 @@ command -v go >/dev/null || die "Go 1.26 is required (https://go.dev/doc/install
 # systemd: systemd-analyze verifies the worker's unit (TestWorkerRunsAsItsUnitRunsIt;
 # util-linux's unshare and setpriv run the worker as that unit would).
 # erofs-utils: mkfs.erofs makes the rootfs image the sandboxes mount.
+# shellcheck: make lint checks scripts/ and rootfs/ with it.
 missing=()
-for pkg in mmdebstrap erofs-utils redis-server poppler-utils util-linux iproute2 curl postgresql systemd; do
+for pkg in mmdebstrap erofs-utils redis-server poppler-utils util-linux iproute2 curl postgresql systemd shellcheck; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if [[ " ${missing[*]} " == *" postgresql "* ]]; then

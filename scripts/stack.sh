@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by run.sh and bench.sh: starts Redis (if none answers), a worker
 # (after its start-up checks and self-test) and the API, creates an API key,
 # and stops the worker and API when the calling script exits.
@@ -11,6 +12,8 @@ export RENDERBOX_REDIS=${RENDERBOX_REDIS:-127.0.0.1:6379}
 db=${RENDERBOX_DB:-/var/lib/renderbox/api/ledger.db}
 logs=${LOGS:-out/logs}
 mkdir -p "$logs"
+# -m applies to the deepest directory only, the one that must be the owner's.
+# shellcheck disable=SC2174
 mkdir -p -m 0700 "$(dirname "$db")"  # the ledger and webhook.key: owner only
 
 bash scripts/redis.sh
@@ -55,4 +58,5 @@ stack_pids+=($!)
 for _ in $(seq 50); do curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
 curl -fsS "http://$addr/readyz" >/dev/null || { cat "$logs/api.log"; echo "the API is not ready" >&2; exit 1; }
 
+# shellcheck disable=SC2034 # key is for the script that sources this one
 key=$(bin/api keys create -db "$db" "$(basename "$0" .sh)-$(date +%s)" 2>/dev/null)

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:/usr/local/bin:$PATH
 
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+mapfile -t gofiles < <(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
+unformatted=$(gofmt -l "${gofiles[@]}")
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
@@ -20,7 +21,8 @@ fi
 # One package at a time: sandbox timing assertions (kill within a second of
 # the deadline) are about renderbox, not about two cores shared by Chromium
 # and LibreOffice runs from another package.
-go test -race -count=1 -p 1 -timeout 45m $(go list ./... | grep -v '/internal/e2e$')
+mapfile -t pkgs < <(go list ./... | grep -v '/internal/e2e$')
+go test -race -count=1 -p 1 -timeout 45m "${pkgs[@]}"
 # The end-to-end package without the race detector: its code is the client
 # of binaries it builds (without -race, as they ship), and under -race its
 # contract-validated requests were four times slower (200 submissions in

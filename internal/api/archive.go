@@ -10,8 +10,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // getOutputsZip streams every output of a succeeded job as one ZIP, in
@@ -35,7 +35,7 @@ func (s *Server) getOutputsZip(w http.ResponseWriter, r *http.Request) {
 		s.ledgerProblem(w, r, err)
 		return
 	}
-	if job.State != ledger.StateSucceeded {
+	if job.State != jobstate.Succeeded {
 		problem(w, http.StatusNotFound, "not_found", fmt.Sprintf("the job is %s: only a succeeded job has outputs", job.State))
 		return
 	}

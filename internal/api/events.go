@@ -13,6 +13,7 @@ import (
 
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // EventConfig says how the result events that this replica could not
@@ -66,12 +67,12 @@ func (s *Server) apply(ctx context.Context, ev queue.Event) error {
 	var err error
 	terminal := false
 	switch ev.State {
-	case "running":
+	case jobstate.Running:
 		_, err = s.Ledger.MarkRunning(ctx, ev.JobID, ev.At)
-	case "queued":
+	case jobstate.Queued:
 		// A draining worker gave the attempt back to the queue.
 		_, err = s.Ledger.MarkQueued(ctx, ev.JobID, ev.At)
-	case "succeeded", "failed", "canceled":
+	case jobstate.Succeeded, jobstate.Failed, jobstate.Canceled:
 		terminal = true
 		var outs []ledger.Output
 		for _, o := range ev.Outputs {
@@ -83,11 +84,11 @@ func (s *Server) apply(ctx context.Context, ev queue.Event) error {
 		}
 		var changed bool
 		changed, err = s.Ledger.Finish(ctx, ev.JobID, ledger.FinishOptions{
-			State: ledger.State(ev.State), ErrorCode: ev.ErrorCode, ErrorMessage: ev.ErrorMessage, Outputs: outs, At: ev.At,
+			State: ev.State, ErrorCode: ev.ErrorCode, ErrorMessage: ev.ErrorMessage, Outputs: outs, At: ev.At,
 			SandboxMode: ev.SandboxMode, Diagnostics: diag, Worker: ev.Worker, RootfsDigest: ev.RootfsDigest, StartedAt: ev.StartedAt,
 		})
 		if changed {
-			s.metrics.finished.WithLabelValues(ev.State, ev.ErrorCode).Inc()
+			s.metrics.finished.WithLabelValues(string(ev.State), ev.ErrorCode).Inc()
 			s.wakeWebhooks()
 		}
 	default:

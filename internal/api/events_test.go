@@ -1,3 +1,5 @@
+//go:build !unit
+
 package api
 
 import (
@@ -19,6 +21,7 @@ import (
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // strangerLedger is a replica's ledger that does not know the jobs it is
@@ -234,7 +237,7 @@ func TestApplyIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != ledger.StateSucceeded || got.Attempts != 1 || !got.StartedAt.Equal(t0) || !got.FinishedAt.Equal(done.At) || len(got.Outputs) != 1 {
+	if got.State != jobstate.Succeeded || got.Attempts != 1 || !got.StartedAt.Equal(t0) || !got.FinishedAt.Equal(done.At) || len(got.Outputs) != 1 {
 		t.Errorf("got %s, %d attempts, started %v, finished %v, %d outputs; want succeeded, 1, %v, %v, 1",
 			got.State, got.Attempts, got.StartedAt, got.FinishedAt, len(got.Outputs), t0, done.At)
 	}

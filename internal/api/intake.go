@@ -21,10 +21,9 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// Intake reads POST /v1/jobs within bounds chosen while reading (issue 10:
-// a 60 MiB JSON body peaked at 245 MB, with the body, its base64 and the
-// decoded input held at once and the renderer's limit checked only at the
-// end).
+// Intake reads POST /v1/jobs within bounds chosen while reading, so that a
+// body never costs more than its renderer's input limit (docs/security.md,
+// "Request intake bounds").
 //
 //   - The input is decoded as it arrives (multipart part, or base64 inside
 //     the JSON string) into one buffer capped at the renderer's input

@@ -17,13 +17,14 @@ import (
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // jobView is a job as the API shows it.
 type jobView struct {
 	ID       string          `json:"id"`
 	Renderer string          `json:"renderer"`
-	State    string          `json:"state"`
+	State    jobstate.State  `json:"state"`
 	Options  json.RawMessage `json:"options"`
 	Input    inputView       `json:"input"`
 	Attempts int             `json:"attempts"`
@@ -77,7 +78,7 @@ type outputView struct {
 // view is j as the API shows it, its URLs under s.PublicURL.
 func (s *Server) view(j ledger.Job) jobView {
 	v := jobView{
-		ID: j.ID, Renderer: j.Renderer, State: string(j.State), Options: j.Options,
+		ID: j.ID, Renderer: j.Renderer, State: j.State, Options: j.Options,
 		Input: inputView{SHA256: j.InputSHA256, Size: j.InputSize, Type: j.InputType}, Attempts: j.Attempts, OutputName: j.OutputName, RequestID: j.RequestID,
 		SandboxMode: j.SandboxMode, CreatedAt: j.CreatedAt.UTC(), Outputs: []outputView{}, Diagnostics: j.Diagnostics,
 	}
@@ -97,7 +98,7 @@ func (s *Server) view(j ledger.Job) jobView {
 			URL: s.link("/v1/jobs/" + j.ID + "/outputs/" + url.PathEscape(o.Name)),
 		})
 	}
-	if j.State == ledger.StateSucceeded {
+	if j.State == jobstate.Succeeded {
 		v.OutputsZipURL = s.link("/v1/jobs/" + j.ID + "/outputs.zip")
 	}
 	return v
@@ -229,7 +230,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.enqueue(r, job, sub, plan); err != nil {
 		// The job was accepted into the ledger: it must still end.
-		_, _ = s.Ledger.Finish(ctx, job.ID, ledger.FinishOptions{State: ledger.StateFailed, ErrorCode: "internal", ErrorMessage: "the job could not be queued", At: time.Now()})
+		_, _ = s.Ledger.Finish(ctx, job.ID, ledger.FinishOptions{State: jobstate.Failed, ErrorCode: "internal", ErrorMessage: "the job could not be queued", At: time.Now()})
 		s.wakeWebhooks()
 		s.reqLog(r).Error("queueing a job", "job_id", job.ID, "err", err)
 		w.Header().Set("Retry-After", "5")
@@ -253,8 +254,8 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	if err != nil {
 		return err
 	}
-	// The task carries the validated limits, never the client's text
-	// (issue 10: 20 MB of repeated keys went into Redis as they came).
+	// The task carries the validated limits, never the client's text,
+	// which could be any size (docs/security.md, "Request intake bounds").
 	// The job waits in its key's list; the dispatcher hands it to asynq in
 	// turn with other keys' jobs (see RunQueue).
 	err = s.Queue.Submit(ctx, queue.Payload{
@@ -336,7 +337,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	state := ledger.State(q.Get("state"))
+	state := jobstate.State(q.Get("state"))
 	if state != "" && !state.Valid() {
 		problem(w, http.StatusBadRequest, "invalid_request", "state must be one of queued, running, succeeded, failed, canceled")
 		return
@@ -365,7 +366,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 // ended otherwise (succeeded, failed) is 409.
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 	job, err := s.Ledger.Cancel(r.Context(), keyOf(r).ID, chi.URLParam(r, "id"))
-	if errors.Is(err, ledger.ErrConflict) && job.State == ledger.StateCanceled {
+	if errors.Is(err, ledger.ErrConflict) && job.State == jobstate.Canceled {
 		// Signalled again: the marker and the task's removal are
 		// idempotent, and a first cancel that found Redis down is then
 		// carried out by its retry.

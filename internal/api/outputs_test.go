@@ -1,3 +1,5 @@
+//go:build !unit
+
 package api_test
 
 import (
@@ -18,6 +20,7 @@ import (
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // forgeOutput records a succeeded job of k's key with one output, its
@@ -34,7 +37,7 @@ func (k *keyed) forgeOutput(name, mediaType string, data []byte) string {
 		k.t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	if _, err := k.ledger.Finish(ctx, j.ID, ledger.FinishOptions{State: ledger.StateSucceeded, At: time.Now(),
+	if _, err := k.ledger.Finish(ctx, j.ID, ledger.FinishOptions{State: jobstate.Succeeded, At: time.Now(),
 		Outputs: []ledger.Output{{Name: name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), MediaType: mediaType}}}); err != nil {
 		k.t.Fatal(err)
 	}

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package api_test
 
 import (
@@ -18,6 +20,7 @@ import (
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // keyed is an API on a real ledger and a private Redis, and a key for it.
@@ -152,7 +155,7 @@ func TestCancelIsIdempotent(t *testing.T) {
 	}
 
 	done := k.submit()
-	if _, err := k.ledger.Finish(context.Background(), done, ledger.FinishOptions{State: ledger.StateSucceeded, At: time.Now()}); err != nil {
+	if _, err := k.ledger.Finish(context.Background(), done, ledger.FinishOptions{State: jobstate.Succeeded, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if a := k.call("DELETE", "/v1/jobs/"+done, "", ""); a.status != 409 || a.code != "already_finished" {
@@ -200,7 +203,7 @@ func TestListShowsWhatGetShows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.ledger.Finish(ctx, hooked.ID, ledger.FinishOptions{State: ledger.StateFailed, ErrorCode: "render_failed", ErrorMessage: "x", At: time.Now()}); err != nil {
+	if _, err := k.ledger.Finish(ctx, hooked.ID, ledger.FinishOptions{State: jobstate.Failed, ErrorCode: "render_failed", ErrorMessage: "x", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	plain := k.submit()

@@ -27,6 +27,7 @@ import (
 
 	"github.com/renderbox/renderbox/client"
 	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 const usage = `usage: renderbox COMMAND [flags] [args]
@@ -155,7 +156,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSTATE\tRENDERER\tCREATED\tOUTPUTS")
 		n := 0
-		for j, err := range c.Jobs(ctx, client.ListOptions{State: *state, Limit: min(*limit, 100)}) {
+		for j, err := range c.Jobs(ctx, client.ListOptions{State: jobstate.State(*state), Limit: min(*limit, 100)}) {
 			if err != nil {
 				return err
 			}

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package e2e
 
 import (
@@ -16,6 +18,7 @@ import (
 
 	rb "github.com/renderbox/renderbox/client"
 	"github.com/renderbox/renderbox/internal/samples"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // Package client against the real stack: a page with its stylesheet as
@@ -38,7 +41,7 @@ func TestClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seen []string
+	var seen []jobstate.State
 	j, err = c.Wait(ctx, j.ID, func(j *rb.Job) { seen = append(seen, j.State) })
 	if err != nil || j.State != "succeeded" {
 		t.Fatalf("Wait: %+v %v (saw %v)", j, err, seen)

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package e2e
 
 // Redis is the queue, the blob store and the road results take back to the

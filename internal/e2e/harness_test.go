@@ -1,3 +1,5 @@
+//go:build !unit
+
 package e2e
 
 import (
@@ -99,12 +101,8 @@ func (p *proc) waitLog(t *testing.T, msg string, v any) {
 	t.Fatalf("no %q in the output of %s:\n%s", msg, p.cmd.Path, tailStr(p.output(), 4000))
 }
 
-func start(t *testing.T, name string, args ...string) *proc {
-	t.Helper()
-	return startEnv(t, name, nil, args...)
-}
-
-// startEnv is start with env added to the test's environment.
+// startEnv starts one of the test's binaries with env added to the
+// test's environment.
 func startEnv(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
 	return startCmd(t, name, env, exec.Command(filepath.Join(bins, name), args...))

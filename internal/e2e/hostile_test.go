@@ -1,3 +1,5 @@
+//go:build !unit
+
 package e2e
 
 // The hostile corpus, through the real API and worker: every case ends in

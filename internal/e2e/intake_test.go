@@ -1,3 +1,5 @@
+//go:build !unit
+
 package e2e
 
 import (
@@ -193,8 +195,8 @@ func TestJSONIntakeIsAStream(t *testing.T) {
 }
 
 // Multipart: the renderer's input limit applies as the file part arrives;
-// the small fields are capped at 8 KiB (issue 10: a 51 MB options part of
-// 4 M unknown keys cost 940 MB and 11 s and came back as a 55 MB error).
+// the small fields are capped at 8 KiB (docs/security.md, "Request intake
+// bounds").
 func TestMultipartIntakeBounds(t *testing.T) {
 	s := newStack(t, stackOpts{noWorker: true})
 	key := s.key("multipart")

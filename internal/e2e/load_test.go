@@ -1,3 +1,5 @@
+//go:build !unit
+
 package e2e
 
 // A mixed load through the real API, queue and worker: many clients, API

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package e2e
 
 import (
@@ -20,6 +22,7 @@ import (
 
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/samples"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // outputNames lists a job's output names in order.
@@ -352,9 +355,9 @@ func forgeOutputs(t *testing.T, s *stack, id string, outs ...forged) {
 		sum := sha256.Sum256(o.data)
 		listed = append(listed, queue.Output{Name: o.name, Size: int64(len(o.data)), SHA256: hex.EncodeToString(sum[:]), MediaType: o.mediaType})
 	}
-	for _, state := range []string{"running", "succeeded"} {
+	for _, state := range []jobstate.State{jobstate.Running, jobstate.Succeeded} {
 		ev := queue.Event{JobID: id, State: state, At: time.Now()}
-		if state == "succeeded" {
+		if state == jobstate.Succeeded {
 			ev.Outputs = listed
 		}
 		if err := q.Publish(ctx, ev); err != nil {

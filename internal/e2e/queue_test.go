@@ -1,3 +1,5 @@
+//go:build !unit
+
 package e2e
 
 // The queue is shared by every tenant and lives in one Redis: these tests

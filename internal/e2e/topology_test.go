@@ -1,3 +1,5 @@
+//go:build !unit
+
 package e2e
 
 // The fleet as operators run it: two API replicas and two worker hosts,

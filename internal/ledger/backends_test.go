@@ -1,12 +1,11 @@
+//go:build !unit
+
 package ledger_test
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
@@ -70,70 +69,4 @@ func eachDatabase(t *testing.T, f func(t *testing.T, dsn string)) {
 func eachBackend(t *testing.T, f func(t *testing.T, s ledger.Store, dsn string)) {
 	t.Helper()
 	eachDatabase(t, func(t *testing.T, dsn string) { f(t, openStore(t, dsn), dsn) })
-}
-
-// openStore opens dsn with ledger.OpenStore, closed when the test ends.
-func openStore(t testing.TB, dsn string) ledger.Store {
-	t.Helper()
-	s, err := ledger.OpenStore(context.Background(), dsn)
-	if err != nil {
-		t.Fatalf("OpenStore(%s): %v", ledger.Redact(dsn), err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
-}
-
-// rawDB opens dsn directly, to look at what the store wrote. Queries use
-// $N parameters, which both drivers bind.
-func rawDB(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	driver, name := "sqlite", dsn+"?_pragma=busy_timeout(5000)"
-	if ledger.IsPostgresURL(dsn) {
-		driver, name = "pgx", dsn
-	}
-	db, err := sql.Open(driver, name)
-	if err != nil {
-		t.Fatalf("sql.Open(%s): %v", ledger.Redact(dsn), err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// OpenStore picks PostgreSQL by the URL's scheme only; a password never
-// reaches a log.
-func TestDSN(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		dsn      string
-		postgres bool
-		password bool
-		redacted string
-	}{
-		{"/var/lib/renderbox/api/ledger.db", false, false, "/var/lib/renderbox/api/ledger.db"},
-		{"postgres.db", false, false, "postgres.db"},
-		{"postgres://renderbox@db/renderbox", true, false, "postgres://renderbox@db/renderbox"},
-		{"postgresql://renderbox:s3cret@db:5432/renderbox?sslmode=verify-full", true, true, "postgresql://renderbox:xxxxx@db:5432/renderbox?sslmode=verify-full"},
-		{"postgres://db/renderbox?password=s3cret&sslmode=require", true, true, "postgres://db/renderbox?password=xxxxx&sslmode=require"},
-	} {
-		if got := ledger.IsPostgresURL(tc.dsn); got != tc.postgres {
-			t.Errorf("IsPostgresURL(%q) = %v, want %v", tc.dsn, got, tc.postgres)
-		}
-		if tc.postgres {
-			if got := ledger.URLHasPassword(tc.dsn); got != tc.password {
-				t.Errorf("URLHasPassword(%q) = %v, want %v", tc.dsn, got, tc.password)
-			}
-		}
-		if got := ledger.Redact(tc.dsn); got != tc.redacted {
-			t.Errorf("Redact(%q) = %q, want %q", tc.dsn, got, tc.redacted)
-		}
-	}
-	// A wrong PostgreSQL URL fails to open without echoing its password.
-	_, err := ledger.OpenStore(context.Background(), "postgres://renderbox:s3cret@127.0.0.1:1/renderbox?connect_timeout=1")
-	if err == nil || strings.Contains(err.Error(), "s3cret") {
-		t.Errorf("OpenStore(unreachable): got %v, want an error without the password", err)
-	}
 }

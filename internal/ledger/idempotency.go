@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// MaxIdempotencyKey bounds an Idempotency-Key (issue 10: a 600 KB key was
-// stored as it came).
+// MaxIdempotencyKey bounds an Idempotency-Key, which is stored with the job
+// (docs/security.md, "Request intake bounds").
 const MaxIdempotencyKey = 255
 
 // CheckIdempotencyKey accepts "" (no key) or 1 to MaxIdempotencyKey

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // Job is the durable record of one render job.
@@ -22,7 +24,7 @@ type Job struct {
 	IdempotencyKey string // "" when the client sent none
 	RequestID      string // the id of the request that submitted the job (X-Request-Id); "" for none
 
-	State        State
+	State        jobstate.State
 	ErrorCode    string // set when State is failed or canceled
 	ErrorMessage string
 	Attempts     int // how many times a worker started the job
@@ -61,15 +63,15 @@ const (
 
 // ListOptions selects a page of ListJobs.
 type ListOptions struct {
-	State  State  // only jobs in this state; "" for all
-	Cursor string // the next cursor of the previous page; "" for the first
-	Limit  int    // page size; <= 0 means DefaultListLimit, above MaxListLimit means MaxListLimit
+	State  jobstate.State // only jobs in this state; "" for all
+	Cursor string         // the next cursor of the previous page; "" for the first
+	Limit  int            // page size; <= 0 means DefaultListLimit, above MaxListLimit means MaxListLimit
 }
 
 // FinishOptions is the terminal record of a job.
 type FinishOptions struct {
-	State        State  // succeeded, failed or canceled
-	ErrorCode    string // required for failed; defaults to "canceled" for canceled; empty for succeeded
+	State        jobstate.State // succeeded, failed or canceled
+	ErrorCode    string         // required for failed; defaults to "canceled" for canceled; empty for succeeded
 	ErrorMessage string
 	Outputs      []Output
 	At           time.Time       // finish time; the current time when zero
@@ -89,9 +91,9 @@ func (o FinishOptions) check() error {
 		return fmt.Errorf("finish state %q is not terminal (use succeeded, failed or canceled): %w", string(o.State), ErrInvalid)
 	}
 	switch {
-	case o.State == StateFailed && o.ErrorCode == "":
+	case o.State == jobstate.Failed && o.ErrorCode == "":
 		return fmt.Errorf("a failed job needs an error code (e.g. internal, render_failed): %w", ErrInvalid)
-	case o.State == StateSucceeded && o.ErrorCode != "":
+	case o.State == jobstate.Succeeded && o.ErrorCode != "":
 		return fmt.Errorf("a succeeded job cannot carry error code %q (finish it as failed): %w", o.ErrorCode, ErrInvalid)
 	}
 	return nil

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package ledger_test
 
 import (
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/renderbox/renderbox/internal/ledger"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // TestTwoStoresNeverBothWin is two API replicas on one ledger: two stores,
@@ -36,7 +39,7 @@ func TestTwoStoresNeverBothWin(t *testing.T) {
 
 		// Each job: six racers on each store finish it, fail it or cancel it.
 		end := time.Now().Add(-time.Second).UTC()
-		winners := make([][]ledger.State, jobs)
+		winners := make([][]jobstate.State, jobs)
 		var (
 			mu    sync.Mutex
 			wg    sync.WaitGroup
@@ -51,22 +54,22 @@ func TestTwoStoresNeverBothWin(t *testing.T) {
 					<-start
 					var (
 						won bool
-						as  ledger.State
+						as  jobstate.State
 						err error
 					)
 					switch r / 2 % 3 {
 					case 0:
-						as = ledger.StateCanceled
+						as = jobstate.Canceled
 						_, err = s.Cancel(ctx, k.ID, id)
 						won = err == nil
 						if errors.Is(err, ledger.ErrConflict) {
 							err = nil
 						}
 					case 1:
-						as = ledger.StateSucceeded
+						as = jobstate.Succeeded
 						won, err = s.Finish(ctx, id, ledger.FinishOptions{State: as, At: end})
 					case 2:
-						as = ledger.StateFailed
+						as = jobstate.Failed
 						won, err = s.Finish(ctx, id, ledger.FinishOptions{State: as, ErrorCode: "sandbox_failure", At: end})
 					}
 					if err != nil {

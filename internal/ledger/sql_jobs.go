@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 const jobIDBytes = 16
@@ -82,7 +84,7 @@ func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 		j.CreatedAt = now()
 	}
 	j.CreatedAt = fromNanos(toNanos(j.CreatedAt)) // what a read returns
-	j.State, j.ErrorCode, j.ErrorMessage, j.Attempts = StateQueued, "", "", 0
+	j.State, j.ErrorCode, j.ErrorMessage, j.Attempts = jobstate.Queued, "", "", 0
 	j.StartedAt, j.FinishedAt, j.Outputs = time.Time{}, time.Time{}, nil
 
 	created := true
@@ -95,7 +97,7 @@ func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, '[]', $11, $12, $13, $14)
 			ON CONFLICT (owner, idempotency_key) DO NOTHING`,
 			j.ID, j.Owner, j.Renderer, string(j.Options), j.InputSHA256, j.InputSize, j.CallbackURL,
-			nullString(j.IdempotencyKey), string(StateQueued), toNanos(j.CreatedAt), string(j.Limits), j.InputType, j.OutputName, j.RequestID)
+			nullString(j.IdempotencyKey), string(jobstate.Queued), toNanos(j.CreatedAt), string(j.Limits), j.InputType, j.OutputName, j.RequestID)
 		if err != nil {
 			return err
 		}
@@ -158,7 +160,7 @@ func (s *sqlStore) ListJobs(ctx context.Context, owner string, opts ListOptions)
 		return fmt.Sprintf("$%d", len(args))
 	}
 	if opts.State != "" {
-		if err := opts.State.check(); err != nil {
+		if err := checkState(opts.State); err != nil {
 			return nil, "", fmt.Errorf("list jobs: %w", err)
 		}
 		where = append(where, "state = "+arg(string(opts.State)))
@@ -213,7 +215,7 @@ func (s *sqlStore) MarkRunning(ctx context.Context, id string, at time.Time) (bo
 	if at.IsZero() {
 		at = now()
 	}
-	return s.transition(ctx, id, "running",
+	return s.transition(ctx, id, jobstate.Running,
 		"UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = $1 WHERE id = $2 AND state IN "+live+
 			" AND (started_at IS NULL OR started_at <> $1)",
 		toNanos(at), id)
@@ -222,7 +224,7 @@ func (s *sqlStore) MarkRunning(ctx context.Context, id string, at time.Time) (bo
 // transition runs update, a guarded UPDATE of job id's row, and reports
 // whether it moved the job (to state); false, nil when the guard held it,
 // ErrNotFound when there is no such job.
-func (s *sqlStore) transition(ctx context.Context, id, state, update string, args ...any) (bool, error) {
+func (s *sqlStore) transition(ctx context.Context, id string, state jobstate.State, update string, args ...any) (bool, error) {
 	var moved bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, update, args...)
@@ -243,7 +245,7 @@ func (s *sqlStore) transition(ctx context.Context, id, state, update string, arg
 // given back), so that its running event, delivered again, is still
 // recognised as recorded by MarkRunning.
 func (s *sqlStore) MarkQueued(ctx context.Context, id string, at time.Time) (bool, error) {
-	return s.transition(ctx, id, "queued",
+	return s.transition(ctx, id, jobstate.Queued,
 		"UPDATE jobs SET state = 'queued' WHERE id = $1 AND state = 'running' AND started_at <= $2", id, toNanos(at))
 }
 
@@ -254,7 +256,7 @@ func (s *sqlStore) Finish(ctx context.Context, id string, opts FinishOptions) (b
 	if err := opts.check(); err != nil {
 		return false, fmt.Errorf("finish job %s: %w", id, err)
 	}
-	if opts.State == StateCanceled && opts.ErrorCode == "" {
+	if opts.State == jobstate.Canceled && opts.ErrorCode == "" {
 		opts.ErrorCode = ErrorCodeCanceled
 	}
 	if opts.At.IsZero() {
@@ -384,7 +386,7 @@ func scanJob(row scanner) (Job, error) {
 		j.Diagnostics = json.RawMessage(diagnostics)
 	}
 	j.IdempotencyKey = idem.String
-	j.State = State(state)
+	j.State = jobstate.State(state)
 	j.CreatedAt, j.StartedAt, j.FinishedAt = fromNanos(created), fromNullNanos(started), fromNullNanos(finished)
 	if err := json.Unmarshal([]byte(outputs), &j.Outputs); err != nil {
 		return Job{}, fmt.Errorf("decode outputs of job %s: %w", j.ID, err)

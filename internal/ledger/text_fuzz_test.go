@@ -1,3 +1,5 @@
+//go:build !unit
+
 package ledger_test
 
 import (
@@ -8,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/renderbox/renderbox/internal/ledger"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // FuzzStoredText: free text from a sandbox or a webhook receiver (a
@@ -35,7 +38,7 @@ func FuzzStoredText(f *testing.F) {
 		var got []string
 		for _, sd := range sides {
 			j := newJob(t, sd.s, ledger.Job{Owner: sd.owner, CallbackURL: "https://hooks.example.com/"})
-			fin := ledger.FinishOptions{State: ledger.StateFailed, ErrorCode: "render_failed", ErrorMessage: text}
+			fin := ledger.FinishOptions{State: jobstate.Failed, ErrorCode: "render_failed", ErrorMessage: text}
 			if ok, err := sd.s.Finish(ctx, j.ID, fin); !ok || err != nil {
 				t.Fatalf("%s: Finish(%q): %v, %v", sd.name, text, ok, err)
 			}

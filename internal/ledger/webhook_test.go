@@ -1,3 +1,5 @@
+//go:build !unit
+
 package ledger_test
 
 import (
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/renderbox/renderbox/internal/ledger"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 func TestEndingAJobQueuesItsWebhookOnce(t *testing.T) {
@@ -25,12 +28,12 @@ func TestEndingAJobQueuesItsWebhookOnce(t *testing.T) {
 		}
 		end := time.Now().Add(-time.Second).UTC()
 		for _, id := range []string{with.ID, without.ID} {
-			if ok, err := s.Finish(ctx, id, ledger.FinishOptions{State: ledger.StateSucceeded, At: end}); !ok || err != nil {
+			if ok, err := s.Finish(ctx, id, ledger.FinishOptions{State: jobstate.Succeeded, At: end}); !ok || err != nil {
 				t.Fatalf("Finish: %v %v", ok, err)
 			}
 		}
 		// A second ending changes nothing and queues nothing more.
-		if ok, err := s.Finish(ctx, with.ID, ledger.FinishOptions{State: ledger.StateFailed, ErrorCode: "internal"}); ok || err != nil {
+		if ok, err := s.Finish(ctx, with.ID, ledger.FinishOptions{State: jobstate.Failed, ErrorCode: "internal"}); ok || err != nil {
 			t.Fatalf("second Finish: %v %v", ok, err)
 		}
 		if _, err := s.Cancel(ctx, k.ID, canceled.ID); err != nil {
@@ -50,14 +53,14 @@ func TestEndingAJobQueuesItsWebhookOnce(t *testing.T) {
 		if err != nil || len(claims) != 2 {
 			t.Fatalf("claims = %d, %v; want the finished and the canceled job's", len(claims), err)
 		}
-		states := map[string]ledger.State{}
+		states := map[string]jobstate.State{}
 		for _, c := range claims {
 			states[c.JobID] = c.Job.State
 			if c.Attempts != 1 || c.Job.ID != c.JobID || c.Job.Owner != k.ID {
 				t.Errorf("claim %+v", c)
 			}
 		}
-		if states[with.ID] != ledger.StateSucceeded || states[canceled.ID] != ledger.StateCanceled {
+		if states[with.ID] != jobstate.Succeeded || states[canceled.ID] != jobstate.Canceled {
 			t.Errorf("claimed job states %v", states)
 		}
 	})
@@ -69,7 +72,7 @@ func TestWebhookClaimsLeaseRetryAndGiveUp(t *testing.T) {
 		ctx := context.Background()
 		_, k := newKey(t, s, "hooks")
 		j := newJob(t, s, ledger.Job{Owner: k.ID, CallbackURL: "https://hooks.example.com/"})
-		if _, err := s.Finish(ctx, j.ID, ledger.FinishOptions{State: ledger.StateSucceeded}); err != nil {
+		if _, err := s.Finish(ctx, j.ID, ledger.FinishOptions{State: jobstate.Succeeded}); err != nil {
 			t.Fatal(err)
 		}
 		t0 := time.Now()
@@ -134,7 +137,7 @@ func TestConcurrentWebhookClaimsNeverShare(t *testing.T) {
 		const n = 40
 		for i := 0; i < n; i++ {
 			j := newJob(t, s, ledger.Job{Owner: k.ID, CallbackURL: "https://hooks.example.com/"})
-			if _, err := s.Finish(ctx, j.ID, ledger.FinishOptions{State: ledger.StateSucceeded}); err != nil {
+			if _, err := s.Finish(ctx, j.ID, ledger.FinishOptions{State: jobstate.Succeeded}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -223,7 +226,7 @@ func TestBacklog(t *testing.T) {
 		if _, err := s.MarkRunning(ctx, first.ID, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Finish(ctx, second.ID, ledger.FinishOptions{State: ledger.StateSucceeded, At: time.Now()}); err != nil {
+		if _, err := s.Finish(ctx, second.ID, ledger.FinishOptions{State: jobstate.Succeeded, At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		if b, err = s.Backlog(ctx); err != nil || !b.OldestQueued.Equal(third.CreatedAt) || b.WebhooksPending != 1 {
@@ -236,7 +239,7 @@ func TestBacklog(t *testing.T) {
 		if ok, err := s.RecordWebhook(ctx, second.ID, ledger.WebhookAttempt{Attempt: claims[0].Attempts, Delivered: true, Status: 204}); !ok || err != nil {
 			t.Fatalf("RecordWebhook: %v %v", ok, err)
 		}
-		if _, err := s.Finish(ctx, third.ID, ledger.FinishOptions{State: ledger.StateFailed, ErrorCode: "internal", At: time.Now()}); err != nil {
+		if _, err := s.Finish(ctx, third.ID, ledger.FinishOptions{State: jobstate.Failed, ErrorCode: "internal", At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		if b, err = s.Backlog(ctx); err != nil || !b.OldestQueued.IsZero() || b.WebhooksPending != 0 {

@@ -8,17 +8,18 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // Event is a job's progress, written by a worker and applied to the ledger
 // by the API.
 type Event struct {
-	JobID        string    `json:"job_id"`
-	State        string    `json:"state"` // running, queued (given back by a draining worker), succeeded, failed, canceled
-	ErrorCode    string    `json:"error_code,omitempty"`
-	ErrorMessage string    `json:"error_message,omitempty"`
-	Outputs      []Output  `json:"outputs,omitempty"`
-	At           time.Time `json:"at"`
+	JobID        string         `json:"job_id"`
+	State        jobstate.State `json:"state"` // running, queued (given back by a draining worker), succeeded, failed, canceled
+	ErrorCode    string         `json:"error_code,omitempty"`
+	ErrorMessage string         `json:"error_message,omitempty"`
+	Outputs      []Output       `json:"outputs,omitempty"`
+	At           time.Time      `json:"at"`
 	// StartedAt, on an end, is the At of the attempt's running event
 	// (zero when the job ended before one): the ledger counts the attempt
 	// from it when that event was not applied first.
@@ -98,7 +99,7 @@ func (q *Queue) PublishEnd(ctx context.Context, ev Event, ttl time.Duration) err
 		ttl = cmp.Or(q.Retention, 24*time.Hour)
 	}
 	_, err = q.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.Set(ctx, doneKey(ev.JobID), ev.State, ttl)
+		pipe.Set(ctx, doneKey(ev.JobID), string(ev.State), ttl)
 		pipe.XAdd(ctx, args)
 		return nil
 	})
@@ -106,12 +107,12 @@ func (q *Queue) PublishEnd(ctx context.Context, ev Event, ttl time.Duration) err
 }
 
 // Ended returns the terminal state a worker published for job, "" if none.
-func (q *Queue) Ended(ctx context.Context, job string) (string, error) {
+func (q *Queue) Ended(ctx context.Context, job string) (jobstate.State, error) {
 	s, err := q.rdb.Get(ctx, doneKey(job)).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", nil
 	}
-	return s, err
+	return jobstate.State(s), err
 }
 
 // EndedChannel carries the id of every job whose terminal event an API

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package render_test
 
 // The PDF operations (qpdf) through real sandboxes, their results read

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package render_test
 
 // Every renderer, through a real sandbox, with its result checked: PDFs

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package render_test
 
 // safe-pdf through real sandboxes, stage by stage as the worker runs it,

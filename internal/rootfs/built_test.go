@@ -2,7 +2,7 @@
 // some ten times slower (11 minutes instead of one) and has nothing to
 // find in a sequential export; scripts/test.sh runs this test without it.
 
-//go:build !race
+//go:build !unit && !race
 
 package rootfs_test
 

@@ -19,7 +19,7 @@ import (
 )
 
 // An archive is one sealed tree in one file, so that a tree built once can
-// run on every worker host (issue 12): a gzip-compressed tar in PAX format
+// run on every worker host (deploy/README.md): a gzip-compressed tar in PAX format
 // whose first entry is manifest.json, byte for byte, then rootfs/ in the
 // order Digest walks it (each directory's entries sorted by name, parents
 // first). It holds directories, regular files and symlinks with their

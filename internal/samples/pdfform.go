@@ -6,7 +6,7 @@ import (
 )
 
 // FormPDF returns a one-page PDF with an interactive form and a note
-// (issue 14's pdf-flatten): a text field "name" holding name with no
+// for pdf-flatten: a text field "name" holding name with no
 // appearance stream (a viewer draws it, NeedAppearances), a text field
 // "city" holding city with an appearance stream of its own, and a
 // FreeText annotation whose appearance says note. The page's own content

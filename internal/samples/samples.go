@@ -146,8 +146,8 @@ func PDFPage(w, h int) []byte {
 }
 
 // UnknownOptions returns an options object of at least size bytes made of
-// distinct made-up keys ("k0000000": 1, …), then last: the shape of
-// issue 10's 51 MB options part with 4 M unknown keys.
+// distinct made-up keys ("k0000000": 1, …), then last: the shape of the
+// oversized options part in docs/security.md, "Request intake bounds".
 func UnknownOptions(size int, last string) []byte {
 	var b bytes.Buffer
 	b.Grow(size + 64)

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package sandbox_test
 
 // These tests run real sandboxes: real runsc, the real rootfs, real cgroups.

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package worker
 
 import (
@@ -19,6 +21,7 @@ import (
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
 	"github.com/renderbox/renderbox/internal/wire"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // reportHandler is a Handler on the test's Redis, without sandboxes: what
@@ -74,7 +77,7 @@ func TestOutputNameRenamesAcceptedOutputs(t *testing.T) {
 	res := &sandbox.Result{Response: &wire.Response{Files: []wire.File{{Name: "page-01.png", Data: png}, {Name: "page-02.png", Data: png}}}}
 	for _, tc := range []struct {
 		name  string
-		state string
+		state jobstate.State
 		want  []string // the stored outputs
 	}{
 		{"scan", "succeeded", []string{"scan-1.png", "scan-2.png"}},

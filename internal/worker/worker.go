@@ -23,6 +23,7 @@ import (
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/jobstate"
 )
 
 // Handler runs render tasks.
@@ -137,7 +138,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	// A job that already ended is not run again: its task comes back when
 	// the worker that ended it died before asynq heard (kill -9 between
 	// the result and the acknowledgement). Its result is in the stream.
-	var ended string
+	var ended jobstate.State
 	if err := h.withRedis(ctx, log, "checking whether the job ended", func(c context.Context) (err error) {
 		ended, err = h.Queue.Ended(c, p.JobID)
 		return err
@@ -364,12 +365,12 @@ func (h *Handler) finish(ctx context.Context, log *slog.Logger, p attempt, ev qu
 // end finishes a job whose outcome no retry can change (bad input, a
 // cancel, a deterministic render failure) and tells asynq not to retry it —
 // unless the result could not be reported, when a retry is what reports it.
-func (h *Handler) end(ctx context.Context, log *slog.Logger, p attempt, state, code, msg string) error {
+func (h *Handler) end(ctx context.Context, log *slog.Logger, p attempt, state jobstate.State, code, msg string) error {
 	return h.endIn(ctx, log, p, state, code, msg, "")
 }
 
 // endIn is end for a job that ran in a sandbox made in mode.
-func (h *Handler) endIn(ctx context.Context, log *slog.Logger, p attempt, state, code, msg, mode string) error {
+func (h *Handler) endIn(ctx context.Context, log *slog.Logger, p attempt, state jobstate.State, code, msg, mode string) error {
 	return h.endWith(ctx, log, p, queue.Event{State: state, ErrorCode: code, ErrorMessage: msg, SandboxMode: mode})
 }
 
