@@ -21,7 +21,7 @@ command -v go >/dev/null || die "Go 1.26 is required (https://go.dev/doc/install
 # systemd: systemd-analyze verifies the worker's unit (TestWorkerRunsAsItsUnitRunsIt;
 # util-linux's unshare and setpriv run the worker as that unit would).
 # erofs-utils: mkfs.erofs makes the rootfs image the sandboxes mount.
-# shellcheck: make lint checks scripts/ and rootfs/ with it.
+# make lint checks scripts/ and rootfs/ with shellcheck.
 missing=()
 for pkg in mmdebstrap erofs-utils redis-server poppler-utils util-linux iproute2 curl postgresql systemd shellcheck; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -81,9 +81,9 @@ func entropyIn(ctx context.Context, m *sandbox.Manager, r *Renderer, pool *sandb
 		if pool == nil {
 			res, err = m.Run(ctx, plan.Job)
 		} else {
-			sb, err := takeWithin(ctx, pool, r.Family(), plan.Job.Limits, mode, 3*time.Minute)
-			if err != nil {
-				return c, err
+			sb, terr := takeWithin(ctx, pool, r.Family(), plan.Job.Limits, mode, 3*time.Minute)
+			if terr != nil {
+				return c, terr
 			}
 			res, err = m.RunIn(ctx, sb, plan.Job)
 		}
