@@ -1,10 +1,11 @@
-package main
+package agent
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,19 +18,19 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// escapeArg is the argument that runs the agent as the escape-attempt
+// EscapeArg is the argument that runs the agent as the escape-attempt
 // child: it acts as an exploited renderer would, from a separate process of
 // the renderer's uid, and prints its attempts as JSON.
-const escapeArg = "--escape-attempts"
+const EscapeArg = "--escape-attempts"
 
 // runEscapes runs the escape attempts in a child process and returns them.
-func runEscapes() []wire.Attempt {
-	cmd := exec.Command("/proc/self/exe", escapeArg)
+func (a *Agent) runEscapes() []wire.Attempt {
+	cmd := exec.Command("/proc/self/exe", EscapeArg)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	// Like a renderer: below the agent's process reserve, so exhausting
 	// processes cannot take the agent down with it.
-	if err := startReserving(cmd); err != nil {
+	if err := a.start(cmd); err != nil {
 		return []wire.Attempt{{Name: "start", Error: err.Error()}}
 	}
 	_ = cmd.Wait()
@@ -40,9 +41,9 @@ func runEscapes() []wire.Attempt {
 	return as
 }
 
-// escapeAttempts is the child's side. Each attempt must fail or be
-// contained; the host judges them.
-func escapeAttempts() {
+// EscapeAttempts is the child's side, its attempts written to out. Each
+// attempt must fail or be contained; the host judges them.
+func EscapeAttempts(out io.Writer) {
 	var as []wire.Attempt
 	try := func(name string, f func() (string, error)) {
 		detail, err := f()
@@ -171,7 +172,7 @@ func escapeAttempts() {
 		}
 		return fmt.Sprintf("wrote %d bytes", n), errors.New(e)
 	})
-	_ = json.NewEncoder(os.Stdout).Encode(as)
+	_ = json.NewEncoder(out).Encode(as)
 }
 
 // writeSys, execFromTmp and openFuse are attempts the probe makes too
