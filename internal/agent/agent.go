@@ -50,7 +50,7 @@ type Agent struct {
 // in, serves it and writes the outputs and the result to out. An error is
 // one the host cannot be told about (the stream to it failed).
 func Serve(args []string, in io.Reader, out io.Writer) error {
-	// The renderer runs as another uid (asRenderer) where the agent has
+	// The renderer runs as another uid (planSpawn) where the agent has
 	// the capabilities for it; where it has not (the bench's native run)
 	// they share one, and without this a renderer could open /proc/1/fd/1
 	// and forge frames on our stdout: a non-dumpable process's /proc

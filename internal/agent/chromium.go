@@ -126,8 +126,8 @@ func (b *browser) warmUp() error {
 // errors, a Math.random drawn after any restore in every document
 // (freshMathRandom; one process, so every frame is the page's target's),
 // and paused attachment of every target the page starts. A
-// pre-booted browser does this before the job; it is ≈ 35 ms of a job's
-// time otherwise.
+// pre-booted browser does this before the job, which it would otherwise
+// slow (docs/agent.md, "Measurements").
 func (b *browser) prepare() error {
 	err := b.c.CallEach(b.session, []cdp.Command{
 		{Method: "Fetch.enable", Params: interceptEverything},
@@ -147,9 +147,8 @@ func (b *browser) prepare() error {
 	return nil
 }
 
-// kill ends Chromium and everything it started. The sandbox is single-use:
-// no graceful shutdown, whose crash-reporter handshake alone costs seconds
-// under gVisor.
+// kill ends Chromium and everything it started. The sandbox is single-use,
+// and a graceful shutdown is slow under gVisor (docs/agent.md).
 func (b *browser) kill() {
 	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
 	<-b.exited
