@@ -232,9 +232,14 @@ type ProbeRequest struct {
 
 // Attempt is one escape attempt; Error empty means it succeeded.
 type Attempt struct {
-	Name   string `json:"name"`
+	Name   string `json:"name"` // one of EscapeAttempts
 	Error  string `json:"error,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Processes is how many processes EscapeProcesses started, Bytes how
+	// many bytes EscapeFillTmp wrote: the host compares them with the
+	// sandbox's limits.
+	Processes uint64 `json:"processes,omitempty"`
+	Bytes     int64  `json:"bytes,omitempty"`
 }
 
 // FileHeader announces an output file; Size bytes of TypeData frames follow.

@@ -1,10 +1,11 @@
-package main
+package agent
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,19 +18,19 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// escapeArg is the argument that runs the agent as the escape-attempt
-// child: it acts as an exploited renderer would, from a separate process of
-// the renderer's uid, and prints its attempts as JSON.
-const escapeArg = "--escape-attempts"
+// EscapeArg runs the agent as the escape-attempt child: it acts as an
+// exploited renderer would, from a separate process of the renderer's uid,
+// and prints its attempts as JSON.
+const EscapeArg = wire.EscapeArg
 
 // runEscapes runs the escape attempts in a child process and returns them.
-func runEscapes() []wire.Attempt {
-	cmd := exec.Command("/proc/self/exe", escapeArg)
+func (a *Agent) runEscapes() []wire.Attempt {
+	cmd := exec.Command("/proc/self/exe", EscapeArg)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	// Like a renderer: below the agent's process reserve, so exhausting
 	// processes cannot take the agent down with it.
-	if err := startReserving(cmd); err != nil {
+	if err := a.start(cmd); err != nil {
 		return []wire.Attempt{{Name: "start", Error: err.Error()}}
 	}
 	_ = cmd.Wait()
@@ -40,9 +41,9 @@ func runEscapes() []wire.Attempt {
 	return as
 }
 
-// escapeAttempts is the child's side. Each attempt must fail or be
-// contained; the host judges them.
-func escapeAttempts() {
+// EscapeAttempts is the child's side, its attempts written to out. Each
+// attempt must fail or be contained; the host judges them.
+func EscapeAttempts(out io.Writer) {
 	var as []wire.Attempt
 	try := func(name string, f func() (string, error)) {
 		detail, err := f()
@@ -52,29 +53,29 @@ func escapeAttempts() {
 		}
 		as = append(as, a)
 	}
-	try("ptrace the agent (pid 1)", func() (string, error) {
+	try(wire.EscapePtrace, func() (string, error) {
 		err := unix.PtraceAttach(1)
 		if err == nil {
 			_ = unix.PtraceDetach(1)
 		}
 		return "", err
 	})
-	try("signal the agent (pid 1)", func() (string, error) {
+	try(wire.EscapeSignal, func() (string, error) {
 		// A real SIGKILL: if it were allowed, the agent would die and the
 		// report with it, which fails the check as loudly.
 		return "", unix.Kill(1, unix.SIGKILL)
 	})
-	try("write /sys", writeSys)
-	try("exec a binary copied to /tmp", execFromTmp)
-	try("open /dev/fuse", openFuse)
-	try("read the agent's memory", func() (string, error) {
+	try(wire.EscapeWriteSys, writeSys)
+	try(wire.EscapeExecTmp, execFromTmp)
+	try(wire.EscapeFuse, openFuse)
+	try(wire.EscapeReadMemory, func() (string, error) {
 		_, err := os.ReadFile("/proc/1/mem")
 		return "", err
 	})
-	try("mount a tmpfs", func() (string, error) {
+	try(wire.EscapeMount, func() (string, error) {
 		return "", unix.Mount("none", "/tmp", "tmpfs", 0, "")
 	})
-	try("setuid(0)", func() (string, error) {
+	try(wire.EscapeSetuid, func() (string, error) {
 		if err := syscall.Setuid(0); err != nil {
 			return "", err
 		}
@@ -83,7 +84,7 @@ func escapeAttempts() {
 		}
 		return "", nil
 	})
-	try("run a setuid-root binary", func() (string, error) {
+	try(wire.EscapeSetuidBinary, func() (string, error) {
 		// su and mount ship setuid-root in Debian; the rootfs build strips
 		// the bit and noNewPrivileges would ignore it anyway.
 		out, err := exec.Command("/bin/su", "-c", "id -u").CombinedOutput()
@@ -95,27 +96,27 @@ func escapeAttempts() {
 		}
 		return "", nil
 	})
-	try("raw socket", func() (string, error) {
+	try(wire.EscapeRawSocket, func() (string, error) {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)
 		if err == nil {
 			unix.Close(fd)
 		}
 		return "", err
 	})
-	try("packet socket", func() (string, error) {
+	try(wire.EscapePacketSocket, func() (string, error) {
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0x0300)
 		if err == nil {
 			unix.Close(fd)
 		}
 		return "", err
 	})
-	try("write the rootfs", func() (string, error) {
+	try(wire.EscapeWriteRootfs, func() (string, error) {
 		return "", os.WriteFile("/usr/bin/renderbox-planted", []byte("x"), 0o755)
 	})
-	try("write the rootfs as its world-writable /var/tmp", func() (string, error) {
+	try(wire.EscapeWriteVarTmp, func() (string, error) {
 		return "", os.WriteFile("/var/tmp/planted", []byte("x"), 0o644)
 	})
-	try("see the host's processes", func() (string, error) {
+	try(wire.EscapeHostProcesses, func() (string, error) {
 		ents, err := os.ReadDir("/proc")
 		if err != nil {
 			return "", err
@@ -134,17 +135,17 @@ func escapeAttempts() {
 		}
 		return detail, nil
 	})
-	try("open a host device", func() (string, error) {
+	try(wire.EscapeHostDevice, func() (string, error) {
 		f, err := os.OpenFile("/dev/sda", os.O_RDONLY, 0)
 		if err == nil {
 			f.Close()
 		}
 		return "", err
 	})
-	try("exhaust processes", func() (string, error) {
+	var procs []*os.Process
+	try(wire.EscapeProcesses, func() (string, error) {
 		// Fork sleepers until the limits stop us; success would be a
 		// thousand of them.
-		var procs []*os.Process
 		defer func() {
 			for _, p := range procs {
 				_ = p.Kill()
@@ -161,17 +162,21 @@ func escapeAttempts() {
 		}
 		return fmt.Sprintf("started %d processes", len(procs)), nil
 	})
-	try("fill /tmp", func() (string, error) {
+	as[len(as)-1].Processes = uint64(len(procs))
+	var filled int64
+	try(wire.EscapeFillTmp, func() (string, error) {
 		// Write until the tmpfs's size= cap refuses; the host compares
 		// the bytes with the limit. The files go again so the report
 		// itself still fits.
 		n, e := fillTmp(4 << 30)
+		filled = n
 		if e == "" {
 			return fmt.Sprintf("wrote %d bytes", n), nil
 		}
 		return fmt.Sprintf("wrote %d bytes", n), errors.New(e)
 	})
-	_ = json.NewEncoder(os.Stdout).Encode(as)
+	as[len(as)-1].Bytes = filled
+	_ = json.NewEncoder(out).Encode(as)
 }
 
 // writeSys, execFromTmp and openFuse are attempts the probe makes too

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"bufio"
@@ -10,14 +10,11 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// warmBrowser is the Chromium booted before the request, if any; browse
-// takes it.
-var warmBrowser *browser
-
 // boot starts what w asks for before the request is read, and says so with
 // a Ready frame on out. A boot that fails is reported and the request is
 // then served cold: a pre-booted sandbox is never worse than a fresh one.
-func boot(arg string, out *bufio.Writer) {
+// The error is the Ready frame's own.
+func (a *Agent) boot(arg string, out *bufio.Writer) error {
 	start := time.Now()
 	var w wire.Warm
 	err := json.Unmarshal([]byte(arg), &w)
@@ -25,21 +22,22 @@ func boot(arg string, out *bufio.Writer) {
 		err = makeDirs()
 	}
 	if err == nil {
-		err = bootKind(&w, io.Discard)
+		err = a.bootKind(&w, io.Discard)
 	}
 	rd := wire.Ready{Kind: w.Kind, BootMS: time.Since(start).Milliseconds()}
 	if err != nil {
 		rd.Error = err.Error()
 	}
-	if werr := wire.WriteJSON(out, wire.TypeReady, rd); werr != nil {
-		fatal("writing ready: %v", werr)
+	if err := wire.WriteJSON(out, wire.TypeReady, rd); err != nil {
+		return fmt.Errorf("writing ready: %w", err)
 	}
-	if ferr := out.Flush(); ferr != nil {
-		fatal("flushing ready: %v", ferr)
+	if err := out.Flush(); err != nil {
+		return fmt.Errorf("flushing ready: %w", err)
 	}
+	return nil
 }
 
-func bootKind(w *wire.Warm, log io.Writer) error {
+func (a *Agent) bootKind(w *wire.Warm, log io.Writer) error {
 	switch w.Kind {
 	case wire.WarmNone:
 		return nil
@@ -47,7 +45,7 @@ func bootKind(w *wire.Warm, log io.Writer) error {
 		if len(w.Argv) == 0 {
 			return fmt.Errorf("warm browser: no argv")
 		}
-		b, err := launchBrowser(w.Argv, w.Env, log)
+		b, err := a.launchBrowser(w.Argv, w.Env, log)
 		if err != nil {
 			return fmt.Errorf("booting chromium: %w", err)
 		}
@@ -55,21 +53,21 @@ func bootKind(w *wire.Warm, log io.Writer) error {
 			b.kill()
 			return fmt.Errorf("warming chromium up: %w", err)
 		}
-		warmBrowser = b
+		a.browser = b
 		return nil
 	case wire.WarmExec:
-		p, err := startPrimed(w.Argv, w.Env)
+		p, err := a.startPrimed(w.Argv, w.Env)
 		if err != nil {
 			return err
 		}
-		warmPrimed = p
+		a.primed = p
 		return nil
 	case wire.WarmOffice:
-		o, err := bootOffice(w.Env, log, true /* warmUp */)
+		o, err := a.bootOffice(w.Env, log, true /* warmUp */)
 		if err != nil {
 			return err
 		}
-		warmOffice = o
+		a.office = o
 		return nil
 	}
 	return fmt.Errorf("unknown warm kind %q", w.Kind)

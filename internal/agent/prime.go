@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"fmt"
@@ -25,12 +25,9 @@ type primed struct {
 	nproc uint64
 }
 
-// warmPrimed is the program started before the request, if any.
-var warmPrimed *primed
-
 // startPrimed starts argv with env as runStep would start a step, as the
 // renderer, its stdin a pipe.
-func startPrimed(argv, env []string) (*primed, error) {
+func (a *Agent) startPrimed(argv, env []string) (*primed, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("warm exec: no argv")
 	}
@@ -40,10 +37,10 @@ func startPrimed(argv, env []string) (*primed, error) {
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
-	if p.nproc, err = rendererNProc(); err != nil {
+	if p.nproc, err = a.rendererNProc(); err != nil {
 		return nil, err
 	}
-	if err := startReserving(p.cmd); err != nil {
+	if err := a.start(p.cmd); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	return p, nil
@@ -51,12 +48,12 @@ func startPrimed(argv, env []string) (*primed, error) {
 
 // serves reports whether the primed program is st's: the same argv and
 // environment, reading the input on stdin, its output to the tail, under
-// the RLIMIT_NPROC the job's would get.
-func (p *primed) serves(st wire.Step, env []string) bool {
+// the RLIMIT_NPROC the job's would get from a.
+func (p *primed) serves(st wire.Step, env []string, a *Agent) bool {
 	if st.Stdin == "" || st.Stdout != "" || !slices.Equal(st.Argv, p.cmd.Args) || !slices.Equal(env, p.cmd.Env) {
 		return false
 	}
-	n, err := rendererNProc()
+	n, err := a.rendererNProc()
 	return err == nil && n == p.nproc && p.alive()
 }
 

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ import (
 
 // render runs the steps (and the browser or office conversion, if any) and
 // streams the outputs to out.
-func render(req *wire.Request, out *bufio.Writer) *wire.Result {
+func (a *Agent) render(req *wire.Request, out *bufio.Writer) *wire.Result {
 	tail := newTail(req.StderrTail)
 	res := &wire.Result{}
 	steps := req.Steps
@@ -33,7 +33,7 @@ func render(req *wire.Request, out *bufio.Writer) *wire.Result {
 		steps = append([]wire.Step{st}, steps...)
 	}
 	for _, st := range steps {
-		if !runStep(st, req.Env, tail, res) {
+		if !a.runStep(st, req.Env, tail, res) {
 			res.StderrTail = tail.String()
 			return res
 		}
@@ -41,9 +41,9 @@ func render(req *wire.Request, out *bufio.Writer) *wire.Result {
 	var err error
 	switch {
 	case req.Browser != nil:
-		err = browse(req.Browser, req.Env, tail, res)
+		err = a.browse(req.Browser, req.Env, tail, res)
 	case req.Office != nil:
-		err = runOffice(req.Office, req.Env, warmOffice, tail, res)
+		err = a.runOffice(req.Office, req.Env, tail, res)
 	}
 	if err != nil {
 		// The renderer's own words (Chromium's, LibreOffice's) are the
@@ -80,13 +80,13 @@ func render(req *wire.Request, out *bufio.Writer) *wire.Result {
 // runStep runs one program to completion and records how it ended in res.
 // It reports whether the job may go on. The program started before the
 // request, if any, runs the step when it is the step's, else it is killed.
-func runStep(st wire.Step, env []string, tail *tail, res *wire.Result) bool {
+func (a *Agent) runStep(st wire.Step, env []string, tail *tail, res *wire.Result) bool {
 	if env == nil {
 		env = []string{} // never inherit ours
 	}
-	if p := warmPrimed; p != nil {
-		warmPrimed = nil
-		if p.serves(st, env) {
+	if p := a.primed; p != nil {
+		a.primed = nil
+		if p.serves(st, env, a) {
 			return p.run(st, tail, res)
 		}
 		p.kill()
@@ -111,7 +111,7 @@ func runStep(st wire.Step, env []string, tail *tail, res *wire.Result) bool {
 		defer f.Close()
 		cmd.Stdin = f
 	}
-	if err := startReserving(cmd); err != nil {
+	if err := a.start(cmd); err != nil {
 		res.Error = fmt.Sprintf("starting %s: %v", st.Argv[0], err)
 		return false
 	}
@@ -151,35 +151,27 @@ func recordExit(st *os.ProcessState, res *wire.Result) {
 	}
 }
 
-// nprocReserve is how many tasks of our uid the renderer cannot take: the
-// agent shares its uid, and a Go program that cannot create a thread dies.
-const nprocReserve = 64
-
-// jobTasks is the request's MaxTasks once it is read: the RLIMIT_NPROC of
-// what the job starts. A renderer booted before the request (a pool's) runs
-// under the sandbox's, which the host made equal.
-var jobTasks uint64
-
-// startReserving starts cmd as the renderer's uid (asRenderer), with an RLIMIT_NPROC lowered by a reserve for
-// the agent's own threads (nprocReserve, at most half), from the sandbox's
-// or the job's if that is lower, so that a fork bomb in the renderer hits
-// it while the agent can still create the threads it needs to report. The
-// lower soft limit is inherited across fork; ours is restored right after.
-// gVisor enforces it with EAGAIN; the host's pids limit, sized above it,
-// backs it (TestForkBombIsContained, the escape probe).
-func startReserving(cmd *exec.Cmd) error {
+// start starts cmd as planSpawn says: as the renderer's uid, with an
+// RLIMIT_NPROC lowered so that a fork bomb in the renderer hits it while the
+// agent can still create the threads it needs to report. The lower soft
+// limit is inherited across fork; ours is restored right after. gVisor
+// enforces it with EAGAIN; the host's pids limit, sized above it, backs it
+// (TestForkBombIsContained, the escape attempts).
+func (a *Agent) start(cmd *exec.Cmd) error {
 	// Again before each start: a sandbox restored from a checkpoint gets
 	// the spec's capability sets back.
-	if err := keepCapsToSelf(); err != nil {
+	if err := KeepCapsToSelf(); err != nil {
 		return err
 	}
-	asRenderer(cmd)
 	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
+	limErr := syscall.Getrlimit(unix.RLIMIT_NPROC, &lim)
+	plan := planSpawn(os.Getuid(), lim.Cur, a.jobTasks)
+	plan.apply(cmd)
+	if limErr != nil {
 		return cmd.Start()
 	}
 	child := lim
-	child.Cur = childNProc(lim.Cur)
+	child.Cur = plan.NProc
 	if err := syscall.Setrlimit(unix.RLIMIT_NPROC, &child); err != nil {
 		return fmt.Errorf("lowering RLIMIT_NPROC for the renderer: %w", err)
 	}
@@ -190,22 +182,13 @@ func startReserving(cmd *exec.Cmd) error {
 	return err
 }
 
-// childNProc is the renderer's RLIMIT_NPROC under the agent's cur: the
-// job's if lower, less the agent's reserve.
-func childNProc(cur uint64) uint64 {
-	if jobTasks > 0 && jobTasks < cur {
-		cur = jobTasks
-	}
-	return cur - min(nprocReserve, cur/2)
-}
-
-// rendererNProc is the RLIMIT_NPROC startReserving gives a renderer now.
-func rendererNProc() (uint64, error) {
+// rendererNProc is the RLIMIT_NPROC start gives a renderer now.
+func (a *Agent) rendererNProc() (uint64, error) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
 		return 0, err
 	}
-	return childNProc(lim.Cur), nil
+	return planSpawn(os.Getuid(), lim.Cur, a.jobTasks).NProc, nil
 }
 
 // listOutputs lists the regular files in dir, sorted by name.

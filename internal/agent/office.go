@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"bufio"
@@ -33,11 +33,6 @@ var sofficeFlags = []string{
 // rootfs/files: it drives a booted soffice over its UNO pipe.
 const officeBridge = "/usr/local/lib/renderbox/office-bridge.py"
 
-// warmOffice is the LibreOffice booted before the request arrived, or nil
-// in a sandbox that boots nothing ahead (then office jobs run cold);
-// runOffice takes it.
-var warmOffice *office
-
 // office is a LibreOffice running headless in this sandbox with a UNO
 // bridge attached, waiting for a conversion.
 type office struct {
@@ -63,7 +58,7 @@ type officeReply struct {
 // that drives it, and returns once the bridge is connected and, with
 // warmUp, has converted its warm-up document. What both print goes to log
 // until a conversion redirects it.
-func bootOffice(env []string, log io.Writer, warmUp bool) (*office, error) {
+func (a *Agent) bootOffice(env []string, log io.Writer, warmUp bool) (*office, error) {
 	if err := makeDirs(); err != nil {
 		return nil, fmt.Errorf("creating the job's directories: %w", err)
 	}
@@ -77,7 +72,7 @@ func bootOffice(env []string, log io.Writer, warmUp bool) (*office, error) {
 
 	argv := append(append([]string{}, sofficeFlags...), "--accept=pipe,name="+pipe+";urp;StarOffice.ComponentContext")
 	o.soffice = officeCmd(soffice, argv, env, o.log)
-	if err := startReserving(o.soffice); err != nil {
+	if err := a.start(o.soffice); err != nil {
 		return nil, fmt.Errorf("starting soffice: %w", err)
 	}
 	go func() {
@@ -98,7 +93,7 @@ func bootOffice(env []string, log io.Writer, warmUp bool) (*office, error) {
 		o.bridgeOut = bufio.NewReader(out)
 	}
 	if err == nil {
-		err = startReserving(o.bridge)
+		err = a.start(o.bridge)
 	}
 	if err != nil {
 		o.close()
@@ -246,7 +241,7 @@ func (o *office) close() {
 // takes PDF export settings (LibreOffice 7.4: 'pdf:writer_pdf_Export:{…}')
 // but neither a password nor a page style. The output is
 // OutDir/<input's stem>.<format>, and a run that leaves none is a failure.
-func runOffice(o *wire.Office, env []string, warm *office, tail *tail, res *wire.Result) error {
+func (a *Agent) runOffice(o *wire.Office, env []string, tail *tail, res *wire.Result) error {
 	if o.Format != wire.OfficePDF {
 		return fmt.Errorf("office format %q is not supported", o.Format)
 	}
@@ -262,6 +257,8 @@ func runOffice(o *wire.Office, env []string, warm *office, tail *tail, res *wire
 	}
 	// A booted LibreOffice that has died, or whose environment is not the
 	// request's (a pool older than the catalogue), is not used.
+	warm := a.office
+	a.office = nil
 	switch {
 	case warm == nil:
 	case !warm.alive():
@@ -276,7 +273,7 @@ func runOffice(o *wire.Office, env []string, warm *office, tail *tail, res *wire
 	lo := warm
 	if lo == nil {
 		var err error
-		if lo, err = bootOffice(env, tail, false /* warmUp */); err != nil {
+		if lo, err = a.bootOffice(env, tail, false /* warmUp */); err != nil {
 			return err
 		}
 	}

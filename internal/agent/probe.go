@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 
 // probe reports what a renderer in this sandbox could see and do. It asserts
 // nothing itself: the host decides what passes (sandbox.CheckProbe).
-func probe(req *wire.ProbeRequest) *wire.ProbeReport {
+func (a *Agent) probe(req *wire.ProbeRequest) *wire.ProbeReport {
 	if req == nil {
 		req = &wire.ProbeRequest{}
 	}
@@ -73,7 +73,7 @@ func probe(req *wire.ProbeRequest) *wire.ProbeReport {
 		r.Dials = append(r.Dials, wire.DialResult{Addr: addr, Error: errString(err)})
 	}
 	if req.Escape {
-		r.Escapes = runEscapes()
+		r.Escapes = a.runEscapes()
 	}
 	return r
 }

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"archive/zip"
@@ -16,12 +16,12 @@ import (
 	"github.com/renderbox/renderbox/internal/zipdir"
 )
 
-// unpackArg runs the agent as the unpacker: a renderer process (it parses
+// UnpackArg runs the agent as the unpacker: a renderer process (it parses
 // the client's archive) that unpacks it, the wire.Unpack as JSON in the
 // next argument. The host checked the archive's directory already; this
 // reads it the host's way and checks again, and counts what it writes
 // rather than what the directory claims.
-const unpackArg = "--unpack"
+const UnpackArg = "--unpack"
 
 // unpackStep is the step that runs the unpacker.
 func unpackStep(u *wire.Unpack) (wire.Step, error) {
@@ -29,20 +29,23 @@ func unpackStep(u *wire.Unpack) (wire.Step, error) {
 	if err != nil {
 		return wire.Step{}, err
 	}
-	return wire.Step{Argv: []string{"/proc/self/exe", unpackArg, string(arg)}}, nil
+	return wire.Step{Argv: []string{"/proc/self/exe", UnpackArg, string(arg)}}, nil
 }
 
-// unpackChild is the unpacker's side: it exits non-zero with the reason
-// on stderr, which becomes the job's.
-func unpackChild(arg string) {
+// Unpack is the unpacker's side, arg its wire.Unpack as JSON. It returns
+// the process's exit status, the reason for a failure written to stderr,
+// which becomes the job's: 1 for the archive, 2 for the request.
+func Unpack(arg string, stderr io.Writer) int {
 	var u wire.Unpack
 	if err := json.Unmarshal([]byte(arg), &u); err != nil {
-		fatal("unpack request: %v", err)
+		fmt.Fprintf(stderr, "renderbox-agent: unpack request: %v\n", err)
+		return 2
 	}
 	if err := unpack(&u); err != nil {
-		fmt.Fprintf(os.Stderr, "renderbox-unpack: %v\n", err)
-		os.Exit(1)
+		fmt.Fprintf(stderr, "renderbox-unpack: %v\n", err)
+		return 1
 	}
+	return 0
 }
 
 func unpack(u *wire.Unpack) error {

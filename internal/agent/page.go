@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/agent/cdp"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -14,7 +15,7 @@ const pollEvery = 100 * time.Millisecond
 
 // wait waits as w says after the page's load: a delay, then an element,
 // then a JavaScript condition, all within w's timeout.
-func wait(c *cdp, s string, w *wire.Wait) error {
+func wait(c *cdp.Client, mark func(string), s string, w *wire.Wait) error {
 	if w == nil {
 		return nil
 	}
@@ -22,8 +23,8 @@ func wait(c *cdp, s string, w *wire.Wait) error {
 	if w.DelayMS > 0 {
 		select {
 		case <-time.After(time.Duration(w.DelayMS) * time.Millisecond):
-		case <-c.done:
-			return c.failure()
+		case <-c.Done():
+			return c.Err()
 		}
 	}
 	if w.Selector != "" {
@@ -34,7 +35,7 @@ func wait(c *cdp, s string, w *wire.Wait) error {
 		if err != nil {
 			return fmt.Errorf("wait_for_selector %q: %w", w.Selector, err)
 		}
-		c.mark("selector matched")
+		mark("selector matched")
 	}
 	if w.Expression != "" {
 		err := poll(c, deadline, func() (bool, error) {
@@ -46,7 +47,7 @@ func wait(c *cdp, s string, w *wire.Wait) error {
 					Text string `json:"text"`
 				} `json:"exceptionDetails"`
 			}
-			if err := c.call(s, "Runtime.evaluate", map[string]any{
+			if err := c.Call(s, "Runtime.evaluate", map[string]any{
 				"expression": "!!(" + w.Expression + "\n)", "returnByValue": true, "awaitPromise": true,
 				"timeout": max(1, time.Until(deadline).Milliseconds()),
 			}, &r); err != nil {
@@ -61,13 +62,13 @@ func wait(c *cdp, s string, w *wire.Wait) error {
 		if err != nil {
 			return fmt.Errorf("wait_for_expression: %w", err)
 		}
-		c.mark("expression true")
+		mark("expression true")
 	}
 	return nil
 }
 
 // poll calls cond until it is true, fails, or the deadline passes.
-func poll(c *cdp, deadline time.Time, cond func() (bool, error)) error {
+func poll(c *cdp.Client, deadline time.Time, cond func() (bool, error)) error {
 	for {
 		ok, err := cond()
 		if err != nil || ok {
@@ -79,8 +80,8 @@ func poll(c *cdp, deadline time.Time, cond func() (bool, error)) error {
 		}
 		select {
 		case <-time.After(min(pollEvery, left)):
-		case <-c.done:
-			return c.failure()
+		case <-c.Done():
+			return c.Err()
 		}
 	}
 }
@@ -88,19 +89,19 @@ func poll(c *cdp, deadline time.Time, cond func() (bool, error)) error {
 // querySelector finds the first element matching selector in the page's
 // document. It uses the DOM domain, not the page's JavaScript, so it works
 // with scripts off.
-func querySelector(c *cdp, s, selector string) (node int, found bool, err error) {
+func querySelector(c *cdp.Client, s, selector string) (node int, found bool, err error) {
 	var doc struct {
 		Root struct {
 			NodeID int `json:"nodeId"`
 		} `json:"root"`
 	}
-	if err := c.call(s, "DOM.getDocument", map[string]any{"depth": 0}, &doc); err != nil {
+	if err := c.Call(s, "DOM.getDocument", map[string]any{"depth": 0}, &doc); err != nil {
 		return 0, false, err
 	}
 	var q struct {
 		NodeID int `json:"nodeId"`
 	}
-	if err := c.call(s, "DOM.querySelector", map[string]any{"nodeId": doc.Root.NodeID, "selector": selector}, &q); err != nil {
+	if err := c.Call(s, "DOM.querySelector", map[string]any{"nodeId": doc.Root.NodeID, "selector": selector}, &q); err != nil {
 		return 0, false, err
 	}
 	return q.NodeID, q.NodeID != 0, nil
@@ -108,7 +109,7 @@ func querySelector(c *cdp, s, selector string) (node int, found bool, err error)
 
 // elementBox is the border box of the first element selector matches, in
 // CSS pixels of the page.
-func elementBox(c *cdp, s, selector string) (wire.Rect, error) {
+func elementBox(c *cdp.Client, s, selector string) (wire.Rect, error) {
 	node, found, err := querySelector(c, s, selector)
 	if err != nil {
 		return wire.Rect{}, fmt.Errorf("selector %q: %w", selector, err)
@@ -121,7 +122,7 @@ func elementBox(c *cdp, s, selector string) (wire.Rect, error) {
 			Border []float64 `json:"border"`
 		} `json:"model"`
 	}
-	if err := c.call(s, "DOM.getBoxModel", map[string]any{"nodeId": node}, &bm); err != nil {
+	if err := c.Call(s, "DOM.getBoxModel", map[string]any{"nodeId": node}, &bm); err != nil {
 		return wire.Rect{}, fmt.Errorf("selector %q: the element has no box (%w)", selector, err)
 	}
 	q := bm.Model.Border // x1 y1 … x4 y4, clockwise from the top left
@@ -137,13 +138,13 @@ func elementBox(c *cdp, s, selector string) (wire.Rect, error) {
 }
 
 // contentHeight is the page's laid-out height in CSS pixels.
-func contentHeight(c *cdp, s string) (float64, error) {
+func contentHeight(c *cdp.Client, s string) (float64, error) {
 	var lm struct {
 		CSSContentSize struct {
 			Height float64 `json:"height"`
 		} `json:"cssContentSize"`
 	}
-	err := c.call(s, "Page.getLayoutMetrics", nil, &lm)
+	err := c.Call(s, "Page.getLayoutMetrics", nil, &lm)
 	return lm.CSSContentSize.Height, err
 }
 
@@ -153,13 +154,13 @@ const cssPerInch = 96
 // printSinglePage prints the page on one sheet of the paper's width and the
 // content's height: it lays the page out at the sheet's printable width,
 // measures it, and prints page 1 of a sheet that tall.
-func printSinglePage(c *cdp, s string, o wire.PDFOptions) ([]byte, error) {
+func printSinglePage(c *cdp.Client, s string, o wire.PDFOptions) ([]byte, error) {
 	width := o.PaperWidth
 	if o.Landscape {
 		width = o.PaperHeight
 	}
 	printable := (width - o.MarginLeft - o.MarginRight) * cssPerInch / math.Max(o.Scale, 0.1)
-	if err := c.call(s, "Emulation.setDeviceMetricsOverride", map[string]any{
+	if err := c.Call(s, "Emulation.setDeviceMetricsOverride", map[string]any{
 		"width": int(math.Round(printable)), "height": 600, "deviceScaleFactor": 1, "mobile": false,
 	}, nil); err != nil {
 		return nil, err
@@ -168,7 +169,7 @@ func printSinglePage(c *cdp, s string, o wire.PDFOptions) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.call(s, "Emulation.clearDeviceMetricsOverride", nil, nil); err != nil {
+	if err := c.Call(s, "Emulation.clearDeviceMetricsOverride", nil, nil); err != nil {
 		return nil, err
 	}
 	// Printing lays the page out again; a little room keeps a last line
