@@ -20,8 +20,6 @@ type entry struct {
 	mode fs.FileMode // 0: a regular file (or a directory, by its name)
 	// flags are ORed into the header's (1: encrypted).
 	flags uint16
-	// size, when set, is written over the header's uncompressed size.
-	size uint64
 }
 
 // writeZip writes entries as an archive in dir and returns its path.

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package queue
 
 import (
@@ -10,15 +12,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/renderbox/renderbox/internal/testenv/tool"
 )
 
 // scripts/redis.sh starts the Redis of `make run` and development: it must
 // be bounded (maxmemory, noeviction) and keep its files — every tenant's
 // inputs, outputs and options — to its owner.
 func TestRedisScriptIsBoundedAndPrivate(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("redis-server is missing; install it with: apt-get install -y redis-server (or: make setup)")
-	}
+	tool.Need(t, "redis-server", "redis-server")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,3 +1,5 @@
+//go:build !unit
+
 package rootfs
 
 import (
@@ -7,18 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/testenv/tool"
 )
 
 // A tree's image is recorded with the tree it was made of, and VerifyImage refuses an image that is not the one recorded or a
 // record of another tree.
 func TestImage(t *testing.T) {
-	if _, err := exec.LookPath("mkfs.erofs"); err != nil {
-		t.Fatal("mkfs.erofs is missing: apt-get install erofs-utils (scripts/setup.sh installs it)")
-	}
+	tool.Need(t, "mkfs.erofs", "erofs-utils")
 	tree := synthTree(t)
 	m, err := ReadManifest(tree)
 	if err != nil {
@@ -72,6 +71,7 @@ func TestImage(t *testing.T) {
 // it was made of: the same lines as Digest, in the same order.
 func TestImageDigestIsTheTreeDigest(t *testing.T) {
 	t.Parallel()
+	tool.Need(t, "mkfs.erofs", "erofs-utils")
 	tree := synthTree(t)
 	m, err := ReadManifest(tree)
 	if err != nil {
@@ -86,36 +86,13 @@ func TestImageDigestIsTheTreeDigest(t *testing.T) {
 	}
 }
 
-// The EROFS reader that checks images is the Sentry's own: go.mod pins
-// gVisor's module at the runsc renderbox runs.
-func TestImageReaderIsRunscs(t *testing.T) {
-	t.Parallel()
-	b, err := os.ReadFile("../../go.mod")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := sandbox.RunscModule + " " + sandbox.PinnedRunsc
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == sandbox.RunscModule {
-			if got := f[0] + " " + f[1]; got != want {
-				t.Errorf("go.mod requires %s, runsc is pinned at %s: make them one version (go get %s@%s)", got, want, f[0], sandbox.PinnedRunsc)
-			}
-			return
-		}
-	}
-	t.Errorf("go.mod does not require %s", sandbox.RunscModule)
-}
-
 // A file dropped into the tree while mkfs.erofs reads it, and removed
 // again after, so that the tree still verifies, does not reach an image:
 // MakeImage reads the image back and refuses it, and so does Import,
 // which makes the image of the tree it stages before current moves.
 func TestImageRefusesAFileDroppedWhileItIsMade(t *testing.T) {
 	// Not parallel: PATH is the test's.
-	mkfs, err := exec.LookPath("mkfs.erofs")
-	if err != nil {
-		t.Fatal("mkfs.erofs is missing: apt-get install erofs-utils (scripts/setup.sh installs it)")
-	}
+	mkfs := tool.Need(t, "mkfs.erofs", "erofs-utils")
 	// mkfs.erofs that drops a file into the directory it is given, runs,
 	// and removes the file: an attacker racing it, or a writer it raced.
 	bin := t.TempDir()
@@ -151,6 +128,7 @@ func TestImageRefusesAFileDroppedWhileItIsMade(t *testing.T) {
 // refused.
 func TestVerifyImageReadsTheImagesContents(t *testing.T) {
 	t.Parallel()
+	tool.Need(t, "mkfs.erofs", "erofs-utils")
 	tree := synthTree(t)
 	m, err := ReadManifest(tree)
 	if err != nil {

@@ -25,9 +25,15 @@ func TestTiers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	machine := testenvMachine(t, filepath.Join(root, "internal", "testenv"))
-	if len(machine) < 10 {
-		t.Fatalf("found %d parts of testenv built without the unit tag (%v); want the runsc, rootfs, Redis and PostgreSQL ones", len(machine), machine)
+	machine := map[string]map[string]bool{
+		"testenv": testenvMachine(t, filepath.Join(root, "internal", "testenv")),
+		"tool":    testenvMachine(t, filepath.Join(root, "internal", "testenv", "tool")),
+	}
+	if len(machine["testenv"]) < 10 {
+		t.Fatalf("found %d parts of testenv built without the unit tag (%v); want the runsc, rootfs, Redis and PostgreSQL ones", len(machine["testenv"]), machine["testenv"])
+	}
+	if !machine["tool"]["Need"] {
+		t.Fatalf("testenv/tool.Need is not built without the unit tag only (%v)", machine["tool"])
 	}
 	dirs := map[string][]*ast.File{} // a directory's test files that leave the unit tier
 	names := map[*ast.File]string{}
@@ -165,7 +171,7 @@ func testenvMachine(t *testing.T, dir string) map[string]bool {
 // packageMachine returns the top-level names of files that need the
 // machine: those that use a part of testenv in machine, or another such
 // name of the same directory, until nothing changes.
-func packageMachine(files []*ast.File, machine map[string]bool) map[string]bool {
+func packageMachine(files []*ast.File, machine map[string]map[string]bool) map[string]bool {
 	decls := map[string][]ast.Node{}
 	for _, f := range files {
 		for name, nodes := range topLevel(f) {
@@ -230,14 +236,14 @@ func receiverType(e ast.Expr) string {
 	return ""
 }
 
-// uses reports whether n names testenv.X for X in machine, or a bare
-// identifier in needs.
-func uses(n ast.Node, machine, needs map[string]bool) bool {
+// uses reports whether n names pkg.X for X in machine[pkg] (testenv's
+// machine parts, tool.Need), or a bare identifier in needs.
+func uses(n ast.Node, machine map[string]map[string]bool, needs map[string]bool) bool {
 	found := false
 	ast.Inspect(n, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.SelectorExpr:
-			if id, ok := n.X.(*ast.Ident); ok && id.Name == "testenv" && machine[n.Sel.Name] {
+			if id, ok := n.X.(*ast.Ident); ok && machine[id.Name][n.Sel.Name] {
 				found = true
 			}
 		case *ast.Ident:
