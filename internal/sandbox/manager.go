@@ -98,7 +98,7 @@ type Manager struct {
 	lockMu   sync.Mutex
 	lockFile *os.File // the state dir's lock, while held (Lock)
 
-	renders renderGate // jobs rendering now (quiet.go)
+	renders Gate // jobs rendering now, which the pool's fills wait for
 
 	// noSwap: the kernel accounts swap to cgroups, and every sandbox's
 	// memory+swap is capped at its memory limit (SpecOptions.NoSwap).
@@ -149,6 +149,17 @@ func (m *Manager) Runsc() *Runsc { return m.runsc }
 // Config returns the manager's effective configuration.
 func (m *Manager) Config() Config { return m.cfg }
 
+// Logger returns the logger the manager's lifecycle logs go to.
+func (m *Manager) Logger() *slog.Logger { return m.log }
+
+// Gate returns the gate every job's render passes, from its request (or
+// its take from the pool) to its answer.
+func (m *Manager) Gate() *Gate { return &m.renders }
+
+// rendering counts a job's render at the gate; call the result when it
+// ends.
+func (m *Manager) rendering() func() { return m.renders.Enter() }
+
 func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -159,12 +170,13 @@ func newID() string {
 // starting it. A pool can call it ahead of jobs; Run calls it for each job
 // that brings no sandbox. The caller owns the sandbox and must Destroy it.
 func (m *Manager) Prepare(ctx context.Context, limits Limits) (*Sandbox, error) {
-	return m.prepare(ctx, limits, []string{AgentPath}, true)
+	return m.prepare(ctx, limits, []string{AgentPath})
 }
 
-// prepare writes a bundle whose process is args and, if create, creates the
-// sandbox from it (a restore creates it itself).
-func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, create bool) (*Sandbox, error) {
+// NewSandbox writes a fresh bundle whose process is args and returns its
+// sandbox, not yet made: the caller Creates it (and Starts it) or Restores
+// a checkpoint into it, and must Destroy it whatever happens.
+func (m *Manager) NewSandbox(limits Limits, args []string) (*Sandbox, error) {
 	lim := limits.WithDefaults()
 	id := newID()
 	s := &Sandbox{
@@ -173,6 +185,7 @@ func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, cre
 		runsc:  m.runsc,
 		bundle: filepath.Join(m.cfg.StateDir, "bundles", id),
 		cgroup: "/" + m.cfg.CgroupParent + "/" + id,
+		noSwap: m.noSwap,
 	}
 	err := writeBundle(s.bundle, SpecOptions{
 		RootfsPath:  m.cfg.Rootfs,
@@ -184,12 +197,23 @@ func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, cre
 		Limits:      lim,
 		NoSwap:      m.noSwap,
 	})
-	if err == nil && create {
-		err = s.create(ctx)
-	}
 	if err != nil {
-		derr := s.Destroy(context.WithoutCancel(ctx))
+		derr := s.Destroy(context.Background())
 		return nil, errors.Join(fmt.Errorf("creating sandbox %s: %w", id, err), derr)
+	}
+	return s, nil
+}
+
+// prepare writes a bundle whose process is args and creates the sandbox
+// from it.
+func (m *Manager) prepare(ctx context.Context, limits Limits, args []string) (*Sandbox, error) {
+	s, err := m.NewSandbox(limits, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Create(ctx); err != nil {
+		derr := s.Destroy(context.WithoutCancel(ctx))
+		return nil, errors.Join(fmt.Errorf("creating sandbox %s: %w", s.ID, err), derr)
 	}
 	return s, nil
 }
@@ -356,7 +380,7 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	res.Timings.Start = time.Since(t)
 
 	t = time.Now()
-	// The pool's fills give way while this runs (quiet.go); for a
+	// The pool's fills give way while this runs (gate.go); for a
 	// sandbox from the pool, since the job took it.
 	if sb.rendered == nil {
 		sb.rendered = m.rendering()
