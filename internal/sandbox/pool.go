@@ -97,15 +97,40 @@ func (f PoolFamily) withDefaults() PoolFamily {
 // PoolEvent is something the pool did, for metrics and logs.
 type PoolEvent struct {
 	Family string
-	// Kind is "hit", "miss", "fill", "fill_failed", "evict", "died" or
-	// "image".
-	Kind string
+	Kind   PoolEventKind
 	// Mode is how a filled or taken sandbox was made (ModePrebooted or
-	// ModeRestored); Reason says why a job missed or a sandbox went.
+	// ModeRestored). Reason says why a job missed (Miss* constants), why a
+	// sandbox went (Gone* constants), or, for PoolFillFailed, the error.
 	Mode     string
 	Reason   string
 	Duration time.Duration
 }
+
+// PoolEventKind is what a PoolEvent says happened. The values are the
+// metrics' label values (renderbox_pool_jobs_total's result,
+// renderbox_pool_events_total's event).
+type PoolEventKind string
+
+// The kinds of PoolEvent.
+const (
+	PoolHit        PoolEventKind = "hit"         // a job took a sandbox
+	PoolMiss       PoolEventKind = "miss"        // a job found none it could take
+	PoolFill       PoolEventKind = "fill"        // a sandbox was made and is idle
+	PoolFillFailed PoolEventKind = "fill_failed" // making one failed
+	PoolEvict      PoolEventKind = "evict"       // an idle one was destroyed
+	PoolDied       PoolEventKind = "died"        // an idle one was found dead
+	PoolImage      PoolEventKind = "image"       // a checkpoint image was made
+)
+
+// Reasons of PoolMiss, PoolEvict and PoolDied events.
+const (
+	MissEmpty        = "empty"         // the family had none ready
+	MissSpecLimits   = "spec_limits"   // the job's tmpfs or rlimits differ
+	MissHigherLimits = "higher_limits" // the job needs higher cgroup limits
+	GoneDied         = "died"          // it ended while idle
+	GoneMaxIdle      = "max_idle"      // it waited longer than MaxIdle
+	GoneLowerFailed  = "lower_failed"  // lowering its limits to a job's failed
+)
 
 // PoolConfig configures a Pool.
 type PoolConfig struct {
@@ -233,11 +258,11 @@ func (p *Pool) Close(ctx context.Context) error {
 func fits(lim, pool Limits, prebooted bool) string {
 	switch {
 	case lim.TmpBytes != pool.TmpBytes || lim.NoFile != pool.NoFile:
-		return "spec_limits"
+		return MissSpecLimits
 	case lim.NProc > pool.NProc || prebooted && lim.NProc != pool.NProc:
-		return "spec_limits"
+		return MissSpecLimits
 	case lim.MemoryBytes > pool.MemoryBytes || lim.CPUs > pool.CPUs || lim.Pids > pool.Pids:
-		return "higher_limits"
+		return MissHigherLimits
 	}
 	return ""
 }
@@ -268,7 +293,7 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 	// not match is not used: the agent starts the job's own.
 	booted := f.cfg.Warm.Kind != wire.WarmNone && f.cfg.Warm.Kind != wire.WarmExec
 	if why := fits(lim, f.cfg.Limits, booted); why != "" {
-		p.event(PoolEvent{Family: name, Kind: "miss", Reason: why})
+		p.event(PoolEvent{Family: name, Kind: PoolMiss, Reason: why})
 		return nil, ""
 	}
 	defer f.poke()
@@ -314,26 +339,26 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 		}
 		if len(f.idle) == 0 {
 			f.mu.Unlock()
-			p.event(PoolEvent{Family: name, Kind: "miss", Reason: "empty"})
+			p.event(PoolEvent{Family: name, Kind: PoolMiss, Reason: MissEmpty})
 			return nil, ""
 		}
 		pd := f.idle[0]
 		f.idle = f.idle[1:]
 		f.mu.Unlock()
 		if !pd.sb.Alive() {
-			p.discard(ctx, f, pd, "died")
+			p.discard(ctx, f, pd, GoneDied)
 			continue
 		}
 		if lim != f.cfg.Limits {
 			if err := pd.sb.Lower(lim); err != nil {
 				p.m.Logger().Warn("pool: lowering a sandbox's limits failed; destroying it", "family", name, "sandbox_id", pd.sb.ID, "err", err)
-				p.discard(ctx, f, pd, "lower_failed")
+				p.discard(ctx, f, pd, GoneLowerFailed)
 				continue
 			}
 		}
 		pd.sb.Limits = lim
 		pd.sb.CountRender(p.m.Gate()) // ended by RunIn's render, or Destroy
-		p.event(PoolEvent{Family: name, Kind: "hit", Mode: pd.mode, Duration: time.Since(pd.born)})
+		p.event(PoolEvent{Family: name, Kind: PoolHit, Mode: pd.mode, Duration: time.Since(pd.born)})
 		return pd.sb, pd.mode
 	}
 }
@@ -347,7 +372,11 @@ func (f *family) poke() {
 
 // discard destroys an idle sandbox that will serve no job.
 func (p *Pool) discard(ctx context.Context, f *family, pd *pooled, why string) {
-	p.event(PoolEvent{Family: f.cfg.Name, Kind: map[bool]string{true: "died", false: "evict"}[why == "died"], Reason: why})
+	kind := PoolEvict
+	if why == GoneDied {
+		kind = PoolDied
+	}
+	p.event(PoolEvent{Family: f.cfg.Name, Kind: kind, Reason: why})
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := pd.sb.Destroy(dctx); err != nil {

@@ -28,7 +28,7 @@ func (p *Pool) refill(ctx context.Context, f *family) {
 				n := f.failures
 				f.mu.Unlock()
 				p.m.Logger().Warn("pool: filling failed", "family", f.cfg.Name, "failures", n, "err", err)
-				p.event(PoolEvent{Family: f.cfg.Name, Kind: "fill_failed", Reason: err.Error()})
+				p.event(PoolEvent{Family: f.cfg.Name, Kind: PoolFillFailed, Reason: err.Error()})
 				// 1s, 2s, 4s … at most a minute between tries.
 				backoff := min(time.Minute, time.Second<<min(n-1, 6))
 				select {
@@ -107,9 +107,9 @@ func (p *Pool) sweep(ctx context.Context, f *family) {
 	f.idle = keep
 	f.mu.Unlock()
 	for _, pd := range drop {
-		why := "max_idle"
+		why := GoneMaxIdle
 		if !pd.sb.Alive() {
-			why = "died"
+			why = GoneDied
 			p.m.Logger().Warn("pool: an idle sandbox died; replacing it", "family", f.cfg.Name, "sandbox_id", pd.sb.ID, "stderr", tailOf(pd.sb.Stderr(), 512))
 		}
 		p.discard(ctx, f, pd, why)
@@ -158,7 +158,7 @@ func (p *Pool) fill(ctx context.Context, f *family) error {
 		// Once per family: operators and tests learn when it is warm.
 		p.m.Logger().Info("pool: family full", "family", f.cfg.Name, "idle", f.cfg.Size, "mode", mode, "idle_memory_bytes", pd.mem)
 	}
-	p.event(PoolEvent{Family: f.cfg.Name, Kind: "fill", Mode: mode, Duration: time.Since(t)})
+	p.event(PoolEvent{Family: f.cfg.Name, Kind: PoolFill, Mode: mode, Duration: time.Since(t)})
 	return nil
 }
 

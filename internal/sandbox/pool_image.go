@@ -151,7 +151,7 @@ func (p *Pool) makeImage(ctx context.Context, f *family, key string) (*image, er
 	f.mu.Lock()
 	f.images = append(f.images, next)
 	f.mu.Unlock()
-	p.event(PoolEvent{Family: f.cfg.Name, Kind: "image", Duration: time.Since(t)})
+	p.event(PoolEvent{Family: f.cfg.Name, Kind: PoolImage, Duration: time.Since(t)})
 	p.m.Logger().Info("pool: checkpoint image made", "family", f.cfg.Name, "key", key,
 		"duration_seconds", time.Since(t).Seconds(), "retires_after_seconds", maxAge.Seconds())
 	return next, nil

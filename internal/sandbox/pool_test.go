@@ -277,9 +277,9 @@ func TestRestoreImagesRotate(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
-		case e.Kind == "image":
+		case e.Kind == sandbox.PoolImage:
 			images++
-		case e.Kind == "fill" && e.Mode == sandbox.ModeRestored:
+		case e.Kind == sandbox.PoolFill && e.Mode == sandbox.ModeRestored:
 			restored++
 		}
 	}, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 1, Restore: true, ImageMaxRestores: 2})
@@ -313,7 +313,7 @@ func TestRestoresPickAmongImages(t *testing.T) {
 	lim := sandbox.Limits{Timeout: 30 * time.Second}
 	var made atomic.Int32
 	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
-		if e.Kind == "image" {
+		if e.Kind == sandbox.PoolImage {
 			made.Add(1)
 		}
 	}, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 1, Restore: true, Images: images, ImageMaxRestores: 100})
@@ -360,7 +360,7 @@ func TestImagesRetireByAge(t *testing.T) {
 	const maxAge = 4 * time.Second
 	var made atomic.Int32
 	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
-		if e.Kind == "image" {
+		if e.Kind == sandbox.PoolImage {
 			made.Add(1)
 		}
 	}, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 1, Restore: true, Images: 1, ImageMaxAge: maxAge, MaxIdle: time.Hour})
@@ -393,7 +393,7 @@ func TestRestoredSandboxSettlesBeforeItServes(t *testing.T) {
 		var mu sync.Mutex
 		var filled time.Time
 		p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
-			if e.Kind == "fill" {
+			if e.Kind == sandbox.PoolFill {
 				mu.Lock()
 				filled = time.Now()
 				mu.Unlock()
@@ -468,7 +468,7 @@ func TestQueuedJobsWaitWhileFillsLand(t *testing.T) {
 	var mu sync.Mutex
 	var fills []time.Time // when each fill landed
 	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
-		if e.Kind == "fill" {
+		if e.Kind == sandbox.PoolFill {
 			mu.Lock()
 			fills = append(fills, time.Now())
 			mu.Unlock()
@@ -592,7 +592,7 @@ func TestTemplateRunsBeforeItsCheckpoint(t *testing.T) {
 	const wait = 3 * time.Second
 	images := make(chan time.Duration, 4)
 	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
-		if e.Kind == "image" {
+		if e.Kind == sandbox.PoolImage {
 			images <- e.Duration
 		}
 	}, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 1, Restore: true, TemplateWait: wait})
