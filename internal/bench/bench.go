@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/hostcheck"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/rootfs"
 	"github.com/renderbox/renderbox/internal/samples"
@@ -115,7 +116,9 @@ func run(ctx context.Context, o opts) error {
 	if err != nil {
 		return err
 	}
-	if _, err := sandbox.CheckVersion(ctx, m.Runsc().Path); err != nil {
+	// The worker's own cheap checks: a bench on a host that would refuse
+	// to serve measures nothing worth keeping.
+	if err := hostcheck.Runtime(ctx, m); err != nil {
 		return err
 	}
 	defer func() {
