@@ -36,7 +36,10 @@ func (s State) String() string {
 
 // Sandbox is one single-use gVisor container. It serves exactly one request.
 type Sandbox struct {
-	ID     string
+	// ID names the container to runsc, its bundle and its cgroup.
+	ID string
+	// Limits are the sandbox's: those it was made with, or lower ones a
+	// job's take wrote into its cgroup (Lower).
 	Limits Limits
 
 	runsc  *Runsc

@@ -21,7 +21,7 @@ func poolFile(name string) bool {
 
 // TestPoolSeams keeps the pool on the exported, documented surface of
 // Manager and Sandbox (doc.go): no selector in the pool's files may reach
-// an unexported field or method of either. The package is type-checked
+// an unexported field or method of either, or an undocumented one. The package is type-checked
 // from source alone, its imports left unresolved, which still types every
 // expression built from its own types.
 func TestPoolSeams(t *testing.T) {
@@ -30,7 +30,7 @@ func TestPoolSeams(t *testing.T) {
 		t.Fatalf("the pool's files use %d members of Manager and Sandbox; the check is not seeing them", seen)
 	}
 	for _, u := range uses {
-		t.Errorf("%s: the pool reaches a private part of Manager or Sandbox; give it an exported, documented one", u)
+		t.Errorf("%s; give the pool an exported, documented one", u)
 	}
 }
 
@@ -54,7 +54,7 @@ func privateUses(t *testing.T, dir string) (uses []string, seen int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := parser.ParseFile(fset, name, src, 0)
+		f, err := parser.ParseFile(fset, name, src, parser.ParseComments)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,6 +67,7 @@ func privateUses(t *testing.T, dir string) (uses []string, seen int) {
 		Error:    func(error) {}, // the imports' types are unknown here
 	}
 	_, _ = conf.Check("sandbox", fset, files, info)
+	documented := docs(files)
 	for _, f := range files {
 		if !pool[f] {
 			continue
@@ -81,14 +82,37 @@ func privateUses(t *testing.T, dir string) (uses []string, seen int) {
 				return true
 			}
 			seen++
-			if !sel.Obj().Exported() {
-				uses = append(uses, fmt.Sprintf("%s: .%s", fset.Position(se.Sel.Pos()), se.Sel.Name))
+			switch at := fset.Position(se.Sel.Pos()); {
+			case !sel.Obj().Exported():
+				uses = append(uses, fmt.Sprintf("%s: .%s is private to Manager or Sandbox", at, se.Sel.Name))
+			case !documented[sel.Obj().Pos()]:
+				uses = append(uses, fmt.Sprintf("%s: .%s has no doc comment", at, se.Sel.Name))
 			}
 			return true
 		})
 	}
 	sort.Strings(uses)
 	return uses, seen
+}
+
+// docs returns the positions of the names of the methods and struct
+// fields in files that have a doc comment.
+func docs(files []*ast.File) map[token.Pos]bool {
+	has := map[token.Pos]bool{}
+	for _, f := range files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch d := n.(type) {
+			case *ast.FuncDecl:
+				has[d.Name.Pos()] = d.Doc != nil
+			case *ast.Field:
+				for _, name := range d.Names {
+					has[name.Pos()] = d.Doc != nil || d.Comment != nil
+				}
+			}
+			return true
+		})
+	}
+	return has
 }
 
 // ownedByCore reports whether sel is a field or method of Manager or
