@@ -546,9 +546,17 @@ func (c *Client) getJob(ctx context.Context, id string, wait int) (*Job, error) 
 // tried again as Submit is, for at most MaxRetryTime in a row.
 func (c *Client) Wait(ctx context.Context, id string, progress func(*Job)) (*Job, error) {
 	r := c.retrier("wait")
+	var last jobstate.State
 	for {
-		j, err := c.getJob(ctx, id, 30)
+		// The API answers a long poll when the job ends; while the job is
+		// queued, short polls let progress see it start.
+		wait := 30
+		if last == "" || last == jobstate.Queued {
+			wait = 1
+		}
+		j, err := c.getJob(ctx, id, wait)
 		if err == nil {
+			last = j.State
 			r = c.retrier("wait")
 			if progress != nil {
 				progress(j)
@@ -628,13 +636,33 @@ func (c *Client) Jobs(ctx context.Context, opts ListOptions) iter.Seq2[*Job, err
 
 // Renderer is one entry of the catalogue.
 type Renderer struct {
-	Name          string            `json:"name"`
-	Description   string            `json:"description"`
-	Inputs        []string          `json:"inputs"`
-	Output        string            `json:"output"`
-	MaxInputBytes int64             `json:"max_input_bytes"`
-	Options       []json.RawMessage `json:"options"`
-	Limits        map[string]any    `json:"limits"`
+	Name          string         `json:"name"`
+	Description   string         `json:"description"`
+	Inputs        []string       `json:"inputs"`
+	Output        string         `json:"output"`
+	MaxInputBytes int64          `json:"max_input_bytes"`
+	MaxPages      int            `json:"max_pages,omitempty"`
+	MaxPixels     int64          `json:"max_pixels,omitempty"`
+	Options       []Option       `json:"options"`
+	Limits        map[string]any `json:"limits"`
+}
+
+// Option is one option a renderer takes, with its type and bounds.
+type Option struct {
+	Name        string   `json:"name"`
+	Type        string   `json:"type"` // integer, number, boolean, string
+	Description string   `json:"description"`
+	Default     any      `json:"default,omitempty"`
+	Minimum     *float64 `json:"minimum,omitempty"`
+	Maximum     *float64 `json:"maximum,omitempty"`
+	Enum        []string `json:"enum,omitempty"`
+	// Pattern is a regular expression a string value matches in full.
+	Pattern   string `json:"pattern,omitempty"`
+	MaxLength int    `json:"max_length,omitempty"`
+	// CaseInsensitive: an Enum value matches in any case.
+	CaseInsensitive bool `json:"case_insensitive,omitempty"`
+	// Secret: the value is shown nowhere (the job reads [redacted]).
+	Secret bool `json:"secret,omitempty"`
 }
 
 // Renderers returns the catalogue.

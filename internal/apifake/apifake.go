@@ -306,7 +306,6 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	case 1:
 		j.body["state"] = "running"
 		j.body["attempts"] = 1
-		j.body["sandbox_mode"] = "prebooted"
 		j.body["started_at"] = time.Now().UTC().Format(time.RFC3339Nano)
 	case 2:
 		s.finish(j)
@@ -316,6 +315,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) finish(j *job) {
 	j.body["finished_at"] = time.Now().UTC().Format(time.RFC3339Nano)
+	j.body["sandbox_mode"] = "prebooted" // known once a sandbox ran the job
 	fail := s.Fail
 	if fail == nil {
 		fail = damagedPDF

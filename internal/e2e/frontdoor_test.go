@@ -123,3 +123,54 @@ func TestClientExamples(t *testing.T) {
 		t.Errorf("Wait on a failed job: %+v %v, want the job and a *JobError render_failed", got, err)
 	}
 }
+
+// renderbox render -r html-pdf site/ sends the directory as its tree:
+// the PDF has the stylesheet applied and the image drawn, with no
+// warning; the progress shows the job running and the sandbox's mode.
+func TestCLISite(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	key := s.key("cli-site")
+	site := writeSite(t)
+	out := filepath.Join(t.TempDir(), "out")
+	run := func(dir string, args ...string) (string, string, int) {
+		cmd := exec.Command(filepath.Join(bins, "renderbox"), args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "RENDERBOX_CONFIG=/nonexistent", "RENDERBOX_SERVER="+s.base, "RENDERBOX_KEY="+key)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	stdout, stderr, code := run(filepath.Dir(site), "render", "-r", "html-pdf", "site/", "-o", out, "-strict")
+	if code != 0 || strings.Contains(stderr, "warning") {
+		t.Fatalf("renderbox render -r html-pdf site/: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{": queued after", ": succeeded (sandbox "} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("progress %q lacks %q", stderr, want)
+		}
+	}
+	pdf, err := os.ReadFile(strings.TrimSpace(stdout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSitePDF(t, "renderbox render site/", pdf)
+
+	// The same as three files from inside the site; without the image, a
+	// warning naming it (exit 0), and with -strict exit 6.
+	stdout, stderr, code = run(site, "render", "-r", "html-pdf", "index.html", "css/style.css", "img/logo.png", "-o", out)
+	if code != 0 || strings.Contains(stderr, "warning") {
+		t.Fatalf("three files: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if pdf, err = os.ReadFile(strings.TrimSpace(stdout)); err != nil {
+		t.Fatal(err)
+	}
+	checkSitePDF(t, "renderbox render index.html css/style.css img/logo.png", pdf)
+	if _, stderr, code := run(site, "render", "-r", "html-pdf", "index.html", "css/style.css", "-o", out, "-strict"); code != 6 || !strings.Contains(stderr, "img/logo.png") {
+		t.Errorf("a missing image with -strict: exit %d %q, want 6 naming img/logo.png", code, stderr)
+	}
+}
