@@ -540,7 +540,8 @@ func (c *Client) getJob(ctx context.Context, id string, wait int) (*Job, error) 
 }
 
 // Wait long-polls the job until it ends or ctx is done, calling progress
-// (when not nil) with each state it sees. It returns the job, and a
+// (when not nil) with each state it sees (polling each second while the
+// job is queued, so that its start is seen). It returns the job, and a
 // *JobError with it when the job ended failed or canceled. A poll that
 // fails transiently (an API replica restarting is not the job's end) is
 // tried again as Submit is, for at most MaxRetryTime in a row.
@@ -551,7 +552,7 @@ func (c *Client) Wait(ctx context.Context, id string, progress func(*Job)) (*Job
 		// The API answers a long poll when the job ends; while the job is
 		// queued, short polls let progress see it start.
 		wait := 30
-		if last == "" || last == jobstate.Queued {
+		if progress != nil && (last == "" || last == jobstate.Queued) {
 			wait = 1
 		}
 		j, err := c.getJob(ctx, id, wait)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/renderbox/renderbox/client"
@@ -129,7 +130,7 @@ func renderFlags(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		p := newProgress(s.stderr, j.ID)
 		p.show(j)
 		j, err = c.Wait(wctx, j.ID, p.show)
-		p.done(j)
+		p.done()
 		if err != nil {
 			var jobErr *client.JobError
 			if errors.As(err, &jobErr) {
@@ -279,23 +280,44 @@ func coerce(o client.Option, val string) (any, error) {
 }
 
 // progress shows the job's state while it is waited for: one line
-// rewritten in place on a terminal, a line per change otherwise.
+// rewritten in place each second on a terminal, a line per change
+// otherwise.
 type progress struct {
 	w     io.Writer
 	id    string
-	tty   bool
 	start time.Time
+	mu    sync.Mutex
 	last  string
+	tick  *time.Ticker // on a terminal
+	quit  chan struct{}
 }
 
 func newProgress(w io.Writer, id string) *progress {
-	tty := false
+	p := &progress{w: w, id: id, start: time.Now()}
 	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil {
-			tty = fi.Mode()&os.ModeCharDevice != 0
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.tick, p.quit = time.NewTicker(time.Second), make(chan struct{})
+			go func() {
+				for {
+					select {
+					case <-p.tick.C:
+						p.mu.Lock()
+						p.draw()
+						p.mu.Unlock()
+					case <-p.quit:
+						return
+					}
+				}
+			}()
 		}
 	}
-	return &progress{w: w, id: id, tty: tty, start: time.Now()}
+	return p
+}
+
+func (p *progress) draw() {
+	if p.last != "" {
+		fmt.Fprintf(p.w, "\r\033[K%s, %.0fs", p.last, time.Since(p.start).Seconds())
+	}
 }
 
 func (p *progress) show(j *client.Job) {
@@ -306,17 +328,24 @@ func (p *progress) show(j *client.Job) {
 	if j.SandboxMode != "" {
 		line += fmt.Sprintf(" (sandbox %s)", j.SandboxMode)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch {
-	case p.tty:
-		fmt.Fprintf(p.w, "\r\033[K%s, %.1fs", line, time.Since(p.start).Seconds())
+	case p.tick != nil:
+		p.last = line
+		p.draw()
 	case line != p.last:
 		fmt.Fprintf(p.w, "%s after %.1fs\n", line, time.Since(p.start).Seconds())
 	}
 	p.last = line
 }
 
-func (p *progress) done(*client.Job) {
-	if p.tty {
-		fmt.Fprintln(p.w)
+func (p *progress) done() {
+	if p.tick != nil {
+		p.tick.Stop()
+		close(p.quit)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		fmt.Fprintf(p.w, "\r\033[K%s after %.1fs\n", p.last, time.Since(p.start).Seconds())
 	}
 }

@@ -145,11 +145,12 @@ func TestCLISite(t *testing.T) {
 		}
 		return o.String(), e.String(), cmd.ProcessState.ExitCode()
 	}
-	stdout, stderr, code := run(filepath.Dir(site), "render", "-r", "html-pdf", "site/", "-o", out, "-strict")
+	// wait_delay keeps the job running long enough to be seen so.
+	stdout, stderr, code := run(filepath.Dir(site), "render", "-r", "html-pdf", "site/", "-o", out, "-strict", "-opt", "wait_delay=2")
 	if code != 0 || strings.Contains(stderr, "warning") {
 		t.Fatalf("renderbox render -r html-pdf site/: exit %d\n%s%s", code, stdout, stderr)
 	}
-	for _, want := range []string{": queued after", ": succeeded (sandbox "} {
+	for _, want := range []string{": queued after", ": running after", ": succeeded (sandbox "} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("progress %q lacks %q", stderr, want)
 		}
