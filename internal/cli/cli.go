@@ -28,6 +28,7 @@ import (
 
 	"github.com/renderbox/renderbox/client"
 	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/flagargs"
 	"github.com/renderbox/renderbox/jobstate"
 )
 
@@ -263,7 +264,7 @@ func runCommand(ctx context.Context, name string, args []string, stdout, stderr 
 		fs.SetOutput(stderr)
 		fmt.Fprintf(w, "\n%s\n", exitCodes)
 	}
-	pos, err := parseInterspersed(fs, args)
+	pos, err := flagargs.Parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		printUsage(stdout)
 		return nil
@@ -300,32 +301,6 @@ func argCount(n [2]int) string {
 type usageError string
 
 func (e usageError) Error() string { return string(e) }
-
-// parseInterspersed parses flags wherever they stand among the
-// arguments (flag stops at the first argument); after "--" everything is
-// an argument.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var tail []string
-	for i, a := range args {
-		if a == "--" {
-			args, tail = args[:i], args[i+1:]
-			break
-		}
-	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-	return append(pos, tail...), nil
-}
 
 func lsFlags(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 	state := fs.String("state", "", "only jobs in this `state` (queued, running, succeeded, failed, canceled)")
