@@ -59,8 +59,16 @@ func listRenderers(w io.Writer, rs []client.Renderer) {
 	head := fmt.Sprintf("%-*s  %-6s  %-7s  ", nameW, "NAME", "OUTPUT", "OPTIONS")
 	fmt.Fprintln(w, head+"DESCRIPTION")
 	for _, r := range rs {
-		line := fmt.Sprintf("%-*s  %-6s  %-7d  %s", nameW, r.Name, short(r.Output), len(r.Options), firstSentence(r.Description))
-		fmt.Fprintln(w, cut(line, width))
+		// The description's first sentence, wrapped in its column.
+		var b strings.Builder
+		wrap(&b, "", firstSentence(r.Description), width-len(head))
+		for i, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+			if i == 0 {
+				fmt.Fprintf(w, "%-*s  %-6s  %-7d  %s\n", nameW, r.Name, short(r.Output), len(r.Options), l)
+			} else {
+				fmt.Fprintf(w, "%*s%s\n", len(head), "", l)
+			}
+		}
 	}
 	fmt.Fprintln(w, "\nrenderbox renderers NAME shows a renderer's inputs, limits and options.")
 }
