@@ -12,7 +12,8 @@
 // # Failures
 //
 // What cannot succeed fails at once: a key no HTTP header can carry (New),
-// a local file that cannot be read, and every refusal (4xx) but 408 and
+// a local file that cannot be read, a host name that does not resolve, a
+// certificate that is not trusted, and every refusal (4xx) but 408 and
 // 429. What may pass (a connection refused or cut, 5xx, 408, 429) is tried
 // again with a growing pause (Retry-After when the server gives one), for
 // at most Client.MaxRetryTime in all (30 s by default), each failed attempt
@@ -27,6 +28,8 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -35,6 +38,7 @@ import (
 	"io/fs"
 	"iter"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -404,6 +408,16 @@ func Transient(err error) bool {
 		return true
 	}
 	return false
+}
+
+// unanswerable reports whether a request that got no answer never will:
+// a host name that does not resolve, a certificate that is not trusted.
+func unanswerable(err error) bool {
+	var dns *net.DNSError
+	var cert *tls.CertificateVerificationError
+	var host x509.HostnameError
+	var authority x509.UnknownAuthorityError
+	return errors.As(err, &dns) && dns.IsNotFound || errors.As(err, &cert) || errors.As(err, &host) || errors.As(err, &authority)
 }
 
 // transportError is a request that got no answer (refused, reset, cut).
@@ -781,7 +795,7 @@ func (c *Client) httpClient() *http.Client {
 func (c *Client) doJSON(req *http.Request, v any) error {
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		if ctx := req.Context(); ctx.Err() != nil {
+		if ctx := req.Context(); ctx.Err() != nil || unanswerable(err) {
 			return err
 		}
 		return &transportError{err}

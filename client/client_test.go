@@ -51,8 +51,17 @@ func TestPermanentMistakesFailAtOnce(t *testing.T) {
 	if len(attempts) != 1 || attempts[0].Next != 0 {
 		t.Errorf("attempts reported: %+v, want the one refused, with no next", attempts)
 	}
+	// A host name that does not resolve (the dialer says so, as the
+	// resolver would, without depending on the machine's DNS).
+	nowhere := newClient(t, "http://renderbox.invalid", "rb_test")
+	nowhere.HTTP = &http.Client{Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "renderbox.invalid", IsNotFound: true}}
+	}}}
+	if _, err := nowhere.Submit(context.Background(), client.Request{Renderer: "svg-png", Files: []client.File{client.FromBytes("a.svg", []byte("<svg/>"))}}); err == nil || client.Transient(err) {
+		t.Errorf("a host that does not resolve: %v, want a permanent error", err)
+	}
 	if d := time.Since(start); d > time.Second {
-		t.Errorf("the three mistakes took %s, want under 1 s", d)
+		t.Errorf("the four mistakes took %s, want under 1 s", d)
 	}
 	if n := len(api.Submissions()); n != 0 {
 		t.Errorf("%d submissions reached the server, want 0", n)
