@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,7 +109,9 @@ func ExitCode(err error) int {
 		return ExitJobFailed
 	case errors.As(err, &apiErr) && apiErr.Status >= 400 && apiErr.Status < 500 && !client.Transient(err):
 		return ExitRefused
-	case client.Transient(err):
+	case client.Transient(err), errors.As(err, new(*url.Error)):
+		// No answer, or 5xx after retries; or a host that does not
+		// resolve, a certificate not trusted (not retried).
 		return ExitUnreachable
 	}
 	return ExitError

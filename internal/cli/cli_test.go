@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -272,6 +273,10 @@ func TestExitCodes(t *testing.T) {
 	}
 	if _, _, code := cli(t, down, "renderers"); code != ExitUnreachable {
 		t.Errorf("renderers with the server down: exit %d, want %d", code, ExitUnreachable)
+	}
+	dns := &url.Error{Op: "Get", URL: "http://renderbox.invalid/v1/renderers", Err: &net.DNSError{Err: "no such host", Name: "renderbox.invalid", IsNotFound: true}}
+	if code := ExitCode(dns); code != ExitUnreachable {
+		t.Errorf("a host that does not resolve: exit %d, want %d", code, ExitUnreachable)
 	}
 	if _, stderr, code := cli(t, nil, "jobs", "ls"); code != ExitError || !strings.Contains(stderr, "no server") {
 		t.Errorf("without a server: exit %d %q", code, stderr)
