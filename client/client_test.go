@@ -229,3 +229,29 @@ func TestFilesAndFields(t *testing.T) {
 		t.Errorf("fields sent: %q", sub.Fields)
 	}
 }
+
+// Renderers reads every field the catalogue has: GET /v1/renderers
+// decoded with unknown fields refused.
+func TestRenderersReadsTheWholeCatalogue(t *testing.T) {
+	api := apifake.Start("rb_test")
+	defer api.Close()
+	req, _ := http.NewRequest("GET", api.URL+"/v1/renderers", nil)
+	req.Header.Set("Authorization", "Bearer rb_test")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	dec.DisallowUnknownFields()
+	var l struct {
+		Renderers []client.Renderer `json:"renderers"`
+	}
+	if err := dec.Decode(&l); err != nil {
+		t.Fatalf("the catalogue has a field client.Renderer or client.Option lacks: %v", err)
+	}
+	rs, err := newClient(t, api.URL, "rb_test").Renderers(context.Background())
+	if err != nil || len(rs) != len(l.Renderers) || len(rs) < 10 {
+		t.Fatalf("Renderers: %d, %v", len(rs), err)
+	}
+}

@@ -1,6 +1,6 @@
 // Package apifake is an in-process stand-in for the renderbox API, for the
 // unit tests of package client and of the CLI: it answers with the API's
-// shapes (openapi.yaml) and the real catalogue (internal/render), keeps
+// shapes (openapi.yaml) and the API's own catalogue (api.Catalogue), keeps
 // what it was sent, and can be told to refuse or to fail. Jobs render
 // nothing: each poll moves a job on (queued, running, then its end), and a
 // succeeded job has one output of a few bytes. Tests of what the renderers
@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/api"
 	"github.com/renderbox/renderbox/internal/render"
 )
 
@@ -125,27 +126,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) renderers(w http.ResponseWriter) {
-	type limits struct {
-		TimeoutSeconds float64 `json:"timeout_seconds"`
-		MemoryBytes    int64   `json:"memory_bytes"`
-		CPUs           float64 `json:"cpus"`
-		MaxOutputBytes int64   `json:"max_output_bytes"`
-		MaxOutputFiles int     `json:"max_output_files"`
-	}
-	type entry struct {
-		*render.Renderer
-		Options []render.Option `json:"options"`
-		Limits  limits          `json:"limits"`
-	}
-	var list []entry
-	for _, r := range render.All() {
-		l := r.Limits.WithDefaults()
-		list = append(list, entry{Renderer: r, Options: append([]render.Option{}, r.Options...), Limits: limits{
-			TimeoutSeconds: l.Timeout.Seconds(), MemoryBytes: l.MemoryBytes, CPUs: l.CPUs,
-			MaxOutputBytes: l.MaxOutputBytes, MaxOutputFiles: l.MaxOutputFiles,
-		}})
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"renderers": list})
+	writeJSON(w, http.StatusOK, api.Catalogue())
 }
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
