@@ -330,14 +330,14 @@ func (p *progress) show(j *client.Job) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	changed := line != p.last
+	p.last = line
 	switch {
 	case p.tick != nil:
-		p.last = line
 		p.draw()
-	case line != p.last:
+	case changed:
 		fmt.Fprintf(p.w, "%s after %.1fs\n", line, time.Since(p.start).Seconds())
 	}
-	p.last = line
 }
 
 func (p *progress) done() {
