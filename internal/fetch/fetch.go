@@ -172,6 +172,9 @@ type Request struct {
 	// Max bounds this response below the fetcher's own bounds; 0 for
 	// none.
 	Max int64
+	// Head, when set, sees a 2xx response's head before its body is
+	// read; its error ends the fetch and is returned as it is.
+	Head func(*Response) error
 }
 
 // Response is a fetched response's head; the body went to the writer.
@@ -270,6 +273,11 @@ func (s *Session) fetch(ctx context.Context, req Request, w io.Writer) (*Respons
 	}
 	if resp.ContentLength > max {
 		return r, 0, over(fmt.Sprintf("declared as %d bytes (Content-Length)", resp.ContentLength))
+	}
+	if req.Head != nil {
+		if err := req.Head(r); err != nil {
+			return r, 0, err
+		}
 	}
 	tw := &trackedWriter{w: w}
 	n, err := io.Copy(tw, io.LimitReader(resp.Body, max))
