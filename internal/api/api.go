@@ -139,6 +139,7 @@ type Server struct {
 	dispatchWake chan struct{}
 	memory       *memoryGuard
 	fetcher      *fetch.Fetcher
+	fetching     *fetchSlots
 	once         sync.Once
 }
 
@@ -178,6 +179,10 @@ func (s *Server) init() {
 		if s.Remote.Timeout <= 0 {
 			s.Remote.Timeout = 60 * time.Second
 		}
+		if s.Remote.MaxPerKey <= 0 {
+			s.Remote.MaxPerKey = 4
+		}
+		s.fetching = &fetchSlots{n: map[string]int{}, max: s.Remote.MaxPerKey}
 		s.fetcher = fetch.New(&egress.Dialer{Policy: s.Remote.Policy, Resolver: s.Remote.Resolver}, s.Remote.Limits, s.metrics.fetches)
 	}
 }

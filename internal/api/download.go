@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/egress"
@@ -33,6 +34,34 @@ type RemoteContent struct {
 	Limits fetch.Limits
 	// Timeout bounds all of one submission's fetches. Default 60s.
 	Timeout time.Duration
+	// MaxPerKey bounds the submissions one key has fetching at once (429
+	// too_many_requests past it). Default 4.
+	MaxPerKey int
+}
+
+// fetchSlots counts each key's submissions that are fetching.
+type fetchSlots struct {
+	mu  sync.Mutex
+	n   map[string]int
+	max int
+}
+
+func (f *fetchSlots) take(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n[key] >= f.max {
+		return false
+	}
+	f.n[key]++
+	return true
+}
+
+func (f *fetchSlots) give(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n[key]--; f.n[key] <= 0 {
+		delete(f.n, key)
+	}
 }
 
 // RemoteContentSetting names the setting that turns download_from on, for
@@ -134,6 +163,12 @@ func (s *Server) download(ctx context.Context, sub *submission, rd *render.Rende
 	defer cancel()
 	sess := s.fetcher.Session()
 	input := &inputBuffer{max: rd.MaxInputBytes, who: rd.Name}
+	// One allocation of the declared size, as an upload's Content-Length
+	// gives it (inputBuffer.hint).
+	sized := func(resp *fetch.Response) error {
+		input.hint = resp.ContentLength
+		return nil
+	}
 	header := func(sp downloadSpec) http.Header {
 		h := http.Header{}
 		for k, v := range sp.Headers {
@@ -143,7 +178,7 @@ func (s *Server) download(ctx context.Context, sub *submission, rd *render.Rende
 	}
 	if len(specs) == 1 {
 		sp := specs[0]
-		resp, err := sess.Fetch(ctx, fetch.Request{URL: sp.URL, Header: header(sp), Max: rd.MaxInputBytes}, input)
+		resp, err := sess.Fetch(ctx, fetch.Request{URL: sp.URL, Header: header(sp), Max: rd.MaxInputBytes, Head: sized}, input)
 		if err != nil {
 			return sess.Records(), &downloadError{0, fetch.Redact(sp.URL), err}
 		}

@@ -275,3 +275,36 @@ func TestDownloadFromOffByDefault(t *testing.T) {
 	}
 	matchesContract(t, a)
 }
+
+// A key has at most -remote-max-per-key submissions fetching at once.
+func TestDownloadFromFetchesPerKeyAreBounded(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 4)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		_, _ = w.Write(samples.DOCX("late"))
+	}))
+	defer slow.Close()
+	ps, _ := egress.ParseCIDRs("127.0.0.0/8")
+	k := newKeyedWith(t, func(s *api.Server) {
+		s.Remote = api.RemoteContent{Enabled: true, Policy: egress.Policy{Allow: ps}, MaxPerKey: 1}
+	})
+	done := make(chan answer)
+	go func() {
+		done <- k.call("POST", "/v1/jobs", "application/json", downloadJob("office-pdf", map[string]any{"url": slow.URL + "/a.docx"}))
+	}()
+	<-arrived
+	a := k.call("POST", "/v1/jobs", "application/json", downloadJob("office-pdf", map[string]any{"url": slow.URL + "/b.docx"}))
+	if a.status != 429 || a.code != "too_many_requests" {
+		t.Errorf("a second fetching submission: %d %s, want 429 too_many_requests", a.status, a.body)
+	}
+	matchesContract(t, a)
+	close(release)
+	if a := <-done; a.status != 202 {
+		t.Errorf("the first: %d %s, want 202", a.status, a.body)
+	}
+	if a := k.call("POST", "/v1/jobs", "application/json", downloadJob("office-pdf", map[string]any{"url": slow.URL + "/c.docx"})); a.status != 202 {
+		t.Errorf("after the first ended: %d %s, want 202", a.status, a.body)
+	}
+}

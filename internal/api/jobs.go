@@ -190,10 +190,19 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 			problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not fetch inputs from URLs (download_from); its operator turns that on with "+RemoteContentSetting)
 			return
 		}
-		if fetched, err = s.download(r.Context(), sub, rd); err != nil {
+		if !s.fetching.take(key.ID) {
+			tooManyRequests(w, fmt.Sprintf("this key has %d submissions fetching their input already", s.Remote.MaxPerKey))
+			return
+		}
+		fetched, err = s.download(r.Context(), sub, rd)
+		s.fetching.give(key.ID)
+		if err != nil {
 			downloadProblem(w, err, fetched)
 			return
 		}
+		// The answer's write deadline ran while the input was fetched;
+		// it starts again, as it does from the end of an uploaded body.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.HTTP.WriteTimeout))
 	}
 	plan, err := rd.PrepareTyped(sub.Input, sub.InputType, sub.Options, sub.Limits)
 	if errors.Is(err, render.ErrUnsupportedInput) && sub.InputType == "" && sub.PartType != "" {

@@ -129,6 +129,9 @@ type Config struct {
 	RemoteMaxResponseBytes int64
 	// RemoteTimeout bounds one job's fetches. Default 60s.
 	RemoteTimeout time.Duration
+	// RemoteMaxPerKey bounds the submissions one key has fetching at
+	// once. Default 4.
+	RemoteMaxPerKey int
 	// Events: a result event this replica could not apply is retried, by
 	// any replica, after Events.RetryAfter (default 5s) and given up to
 	// the dead-letter stream after Events.MaxDeliveries (default 10).
@@ -178,6 +181,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.Int64Var(&c.RemoteMaxBytes, "remote-max-bytes", fetch.DefaultMaxBytes, "most response bytes one job's download_from reads")
 	fs.Int64Var(&c.RemoteMaxResponseBytes, "remote-max-response-bytes", 0, "most bytes of one response (default -remote-max-bytes; each also at most its renderer's input limit)")
 	fs.DurationVar(&c.RemoteTimeout, "remote-timeout", 60*time.Second, "bound on all of one job's download_from fetches")
+	fs.IntVar(&c.RemoteMaxPerKey, "remote-max-per-key", 4, "most submissions one key has fetching their download_from at once (429 past it)")
 	fs.DurationVar(&c.Events.RetryAfter, "event-retry-after", 5*time.Second, "a result event not applied (ledger error, unknown job, a replica that died) is retried by any replica after this")
 	fs.Int64Var(&c.Events.MaxDeliveries, "event-max-deliveries", 10, "a result event not applied after this many deliveries is moved to the dead-letter stream renderbox:events:dead")
 }
@@ -228,10 +232,10 @@ func (c Config) remote() (api.RemoteContent, error) {
 	if p.DenyHosts, err = egress.ParseHosts(c.RemoteDenyHosts); err != nil {
 		return api.RemoteContent{}, fmt.Errorf("config: -remote-deny-hosts: %w", err)
 	}
-	if c.RemoteMaxRequests < 1 || c.RemoteMaxBytes < 1 || c.RemoteMaxResponseBytes < 0 || c.RemoteTimeout < time.Second {
-		return api.RemoteContent{}, errors.New("config: -remote-max-requests and -remote-max-bytes must be at least 1, -remote-max-response-bytes at least 0 and -remote-timeout at least 1s")
+	if c.RemoteMaxRequests < 1 || c.RemoteMaxBytes < 1 || c.RemoteMaxResponseBytes < 0 || c.RemoteTimeout < time.Second || c.RemoteMaxPerKey < 1 {
+		return api.RemoteContent{}, errors.New("config: -remote-max-requests, -remote-max-bytes and -remote-max-per-key must be at least 1, -remote-max-response-bytes at least 0 and -remote-timeout at least 1s")
 	}
-	return api.RemoteContent{Enabled: c.RemoteContent, Policy: p, Timeout: c.RemoteTimeout,
+	return api.RemoteContent{Enabled: c.RemoteContent, Policy: p, Timeout: c.RemoteTimeout, MaxPerKey: c.RemoteMaxPerKey,
 		Limits: fetch.Limits{MaxRequests: c.RemoteMaxRequests, MaxBytes: c.RemoteMaxBytes, MaxResponseBytes: c.RemoteMaxResponseBytes}}, nil
 }
 

@@ -23,7 +23,7 @@ func TestRemoteSettings(t *testing.T) {
 		t.Errorf("remote settings %+v", r)
 	}
 	for flag, bad := range map[string]string{"-remote-allow": "10.0.0.0/33", "-remote-deny": "nope", "-remote-allow-hosts": "a/b",
-		"-remote-deny-hosts": "*", "-remote-max-requests": "0", "-remote-timeout": "10ms"} {
+		"-remote-deny-hosts": "*", "-remote-max-requests": "0", "-remote-timeout": "10ms", "-remote-max-per-key": "0"} {
 		var c Config
 		fs, _ := serveFlags(&c)
 		if err := fs.Parse([]string{flag, bad}); err != nil {

@@ -181,6 +181,8 @@ type Request struct {
 type Response struct {
 	Status int
 	Header http.Header
+	// ContentLength is the declared length, -1 when unknown.
+	ContentLength int64
 	// URL is where the body came from, after redirects.
 	URL *url.URL
 }
@@ -260,7 +262,7 @@ func (s *Session) fetch(ctx context.Context, req Request, w io.Writer) (*Respons
 		return nil, 0, clientError(ctx, err)
 	}
 	defer resp.Body.Close()
-	r := &Response{Status: resp.StatusCode, Header: resp.Header, URL: resp.Request.URL}
+	r := &Response{Status: resp.StatusCode, Header: resp.Header, ContentLength: resp.ContentLength, URL: resp.Request.URL}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return r, 0, fmt.Errorf("the origin answered %s", resp.Status)
 	}
