@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -134,8 +135,10 @@ func NewTransport(d *Dialer, o TransportOptions) *http.Transport {
 
 // NewClient returns a client whose every connection goes through d and
 // whose every redirect is checked against d's policy as a new URL, at most
-// MaxRedirects of them. Go's client drops Authorization and Cookie headers
-// on a redirect to another host.
+// MaxRedirects of them. A redirect to another host (or port) carries none
+// of the first request's headers but its User-Agent: a client's
+// X-Api-Key is as secret as its Authorization, which is all Go's client
+// drops by itself.
 func NewClient(d *Dialer, o TransportOptions) *http.Client {
 	return &http.Client{
 		Transport: NewTransport(d, o),
@@ -143,7 +146,17 @@ func NewClient(d *Dialer, o TransportOptions) *http.Client {
 			if len(via) > MaxRedirects {
 				return refuse(ReasonRedirects, "more than %d redirects", MaxRedirects)
 			}
-			return d.Policy.CheckURL(req.URL)
+			if err := d.Policy.CheckURL(req.URL); err != nil {
+				return err
+			}
+			if first := via[0]; !strings.EqualFold(req.URL.Host, first.URL.Host) {
+				for k := range first.Header {
+					if k != "User-Agent" {
+						req.Header.Del(k)
+					}
+				}
+			}
+			return nil
 		},
 	}
 }

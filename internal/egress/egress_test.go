@@ -250,3 +250,37 @@ func TestRedirectsAreCheckedAndBounded(t *testing.T) {
 		t.Errorf("a redirect loop: %v after %d requests, want refused after %d", err, hops.Load(), MaxRedirects+1)
 	}
 }
+
+// A redirect to another host carries none of the client's headers; one on
+// the same host keeps them.
+func TestRedirectToAnotherHostDropsHeaders(t *testing.T) {
+	got := make(chan http.Header, 4)
+	other := serve(t, "127.0.0.2:0", func(_ http.ResponseWriter, r *http.Request) { got <- r.Header.Clone() })
+	first := serve(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/same" {
+			http.Redirect(w, r, "/landed", http.StatusFound)
+			return
+		}
+		if r.URL.Path == "/landed" {
+			got <- r.Header.Clone()
+			return
+		}
+		http.Redirect(w, r, other.URL+"/x", http.StatusFound)
+	})
+	c := NewClient(&Dialer{Policy: Policy{Allow: mustCIDRs(t, "127.0.0.0/8")}}, TransportOptions{})
+	for path, keep := range map[string]bool{"/same": true, "/away": false} {
+		req, _ := http.NewRequest(http.MethodGet, first.URL+path, nil)
+		req.Header.Set("X-Api-Key", "k")
+		req.Header.Set("Authorization", "Bearer t")
+		req.Header.Set("User-Agent", "ua")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		h := <-got
+		if (h.Get("X-Api-Key") == "k") != keep || (h.Get("Authorization") != "") != keep || h.Get("User-Agent") != "ua" {
+			t.Errorf("%s: the redirect's target got %v; want the headers kept=%v, the User-Agent always", path, h, keep)
+		}
+	}
+}
