@@ -203,7 +203,11 @@ func TestDownloadFromQueuesTheFetchedBytes(t *testing.T) {
 
 func TestDownloadFromRefusals(t *testing.T) {
 	o := newFileOrigin(t, "127.0.0.1:0")
-	k := remoteAPI(t, "127.0.0.0/8")
+	ps, _ := egress.ParseCIDRs("127.0.0.0/8")
+	var as *api.Server
+	k := newKeyedWith(t, func(s *api.Server) {
+		s.Remote, as = api.RemoteContent{Enabled: true, Policy: egress.Policy{Allow: ps}}, s
+	})
 	for _, tc := range []struct {
 		name, url       string
 		status          int
@@ -229,6 +233,22 @@ func TestDownloadFromRefusals(t *testing.T) {
 	} {
 		if a := k.call("POST", "/v1/jobs", "application/json", body); a.status != 400 || a.code != "invalid_request" {
 			t.Errorf("%s: %d %s, want 400 invalid_request", name, a.status, a.body)
+		}
+	}
+	// The operator's metrics count them.
+	msrv := httptest.NewServer(as.MetricsHandler())
+	defer msrv.Close()
+	resp, err := http.Get(msrv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`renderbox_fetches_total{outcome="refused"} 4`, `renderbox_fetches_total{outcome="status"} 1`,
+		`renderbox_fetch_refusals_total{reason="too_large"} 2`, `renderbox_fetch_refusals_total{reason="address"} 1`,
+		`renderbox_fetch_refusals_total{reason="scheme"} 1`, `renderbox_fetch_bytes_total 5.24288e+07`} {
+		if !strings.Contains(string(m), want) {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 }
