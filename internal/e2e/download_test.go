@@ -15,9 +15,10 @@ import (
 )
 
 // fileServer serves files on host (a loopback address the API is told to
-// allow: every address a test can listen on is non-public), recording the
-// Authorization each request carried.
-func fileServer(t *testing.T, host string, files map[string][]byte) (base string, auth chan string) {
+// allow: every address a test can listen on is non-public), and redirects
+// the paths of redirects to their URLs, recording the Authorization each
+// request for a file carried.
+func fileServer(t *testing.T, host string, files map[string][]byte, redirects map[string]string) (base string, auth chan string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
@@ -25,6 +26,10 @@ func fileServer(t *testing.T, host string, files map[string][]byte) (base string
 	}
 	auth = make(chan string, 16)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if to, ok := redirects[r.URL.Path]; ok {
+			http.Redirect(w, r, to, http.StatusFound)
+			return
+		}
 		b, ok := files[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)
@@ -59,7 +64,7 @@ func downloadSubmit(t *testing.T, c *client, key, renderer, query string, specs 
 // -remote-content refuses the same job naming the setting.
 func TestDownloadFromEndToEnd(t *testing.T) {
 	m := testenv.Manager(t, sandbox.Config{})
-	base, auth := fileServer(t, "127.0.0.3", map[string][]byte{"/reports/harvest.docx": samples.DOCX("Harvest fetched on the host")})
+	base, auth := fileServer(t, "127.0.0.3", map[string][]byte{"/reports/harvest.docx": samples.DOCX("Harvest fetched on the host")}, nil)
 	s := newStack(t, stackOpts{apiArgs: []string{"-remote-content", "-remote-allow", "127.0.0.3/32"}})
 	c, key := s.client, s.key("download")
 	r, j := downloadSubmit(t, c, key, "office-pdf", "?wait=60",

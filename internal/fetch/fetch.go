@@ -130,20 +130,35 @@ type Fetcher struct {
 // New returns a Fetcher dialing through d, each job bounded by l; m may be
 // nil.
 func New(d *egress.Dialer, l Limits, m *Metrics) *Fetcher {
-	return &Fetcher{client: egress.NewClient(d, egress.TransportOptions{}), policy: d.Policy, limits: l.WithDefaults(), metrics: m}
+	c := egress.NewClient(d, egress.TransportOptions{})
+	check := c.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		// Each redirect's target is recorded, the one refused included.
+		if hops, ok := req.Context().Value(hopsKey{}).(*[]string); ok {
+			*hops = append(*hops, Redact(req.URL.String()))
+		}
+		return check(req, via)
+	}
+	return &Fetcher{client: c, policy: d.Policy, limits: l.WithDefaults(), metrics: m}
 }
+
+// hopsKey keys a fetch's list of redirect targets in its context.
+type hopsKey struct{}
 
 // Limits are the fetcher's bounds, defaults filled.
 func (f *Fetcher) Limits() Limits { return f.limits }
 
 // Record is one fetch as a job's diagnostics show it.
 type Record struct {
-	URL     string `json:"url"` // without credentials (Redact)
-	Status  int    `json:"status,omitempty"`
-	Bytes   int64  `json:"bytes"`
-	Ms      int64  `json:"ms"`
-	Refused string `json:"refused,omitempty"` // the refusal's reason
-	Error   string `json:"error,omitempty"`
+	URL    string `json:"url"` // without credentials (Redact)
+	Status int    `json:"status,omitempty"`
+	Bytes  int64  `json:"bytes"`
+	// Redirects are the URLs redirected to, in order (Redact), the last
+	// the one refused when a redirect was.
+	Redirects []string `json:"redirects,omitempty"`
+	Ms        int64    `json:"ms"`
+	Refused   string   `json:"refused,omitempty"` // the refusal's reason
+	Error     string   `json:"error,omitempty"`
 }
 
 // Session is one job's fetches: its budget and its records.
@@ -195,8 +210,9 @@ type Response struct {
 func (s *Session) Fetch(ctx context.Context, req Request, w io.Writer) (*Response, error) {
 	start := time.Now()
 	rec := Record{URL: Redact(req.URL)}
-	resp, n, err := s.fetch(ctx, req, w)
-	rec.Bytes, rec.Ms = n, time.Since(start).Milliseconds()
+	var hops []string
+	resp, n, err := s.fetch(context.WithValue(ctx, hopsKey{}, &hops), req, w)
+	rec.Bytes, rec.Ms, rec.Redirects = n, time.Since(start).Milliseconds(), hops
 	if resp != nil {
 		rec.Status = resp.Status
 	}

@@ -39,6 +39,12 @@ func origin(t *testing.T) *httptest.Server {
 		_, _ = io.WriteString(w, "short")
 	})
 	mux.HandleFunc("/missing", http.NotFound)
+	mux.HandleFunc("/hop", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/doc?sig=SECRET", http.StatusFound)
+	})
+	mux.HandleFunc("/to-metadata", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+	})
 	mux.HandleFunc("/trickle", func(w http.ResponseWriter, r *http.Request) {
 		for {
 			if _, err := w.Write([]byte("x")); err != nil {
@@ -182,4 +188,24 @@ func value(c prometheus.Metric) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// A fetch records where it was redirected, and the redirect refused.
+func TestFetchRecordsRedirects(t *testing.T) {
+	srv := origin(t)
+	s := loopbackFetcher(t, Limits{}, nil).Session()
+	if _, err := s.Fetch(context.Background(), Request{URL: srv.URL + "/hop"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Fetch(context.Background(), Request{URL: srv.URL + "/to-metadata"}, io.Discard)
+	recs := s.Records()
+	if ReasonOf(err) != egress.ReasonAddress || len(recs) != 2 {
+		t.Fatalf("a redirect to the metadata address: %v, records %+v", err, recs)
+	}
+	if r := recs[0].Redirects; len(r) != 1 || r[0] != srv.URL+"/doc?sig=redacted" || recs[0].Status != 200 {
+		t.Errorf("followed redirect recorded as %+v", recs[0])
+	}
+	if r := recs[1].Redirects; len(r) != 1 || r[0] != "http://169.254.169.254/latest/meta-data/" || recs[1].Refused != egress.ReasonAddress {
+		t.Errorf("refused redirect recorded as %+v", recs[1])
+	}
 }
