@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -243,7 +242,12 @@ func (s *Session) fetch(ctx context.Context, req Request, w io.Writer) (*Respons
 	l := s.f.limits
 	u, err := url.Parse(req.URL)
 	if err != nil {
-		return nil, 0, fmt.Errorf("not a URL: %v", strings.TrimPrefix(err.Error(), "parse "+strconvQuote(req.URL)+": "))
+		// Not quoted back: the text may hold credentials.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, 0, fmt.Errorf("not a URL: %v", err)
 	}
 	if err := s.f.policy.CheckURL(u); err != nil {
 		return nil, 0, err
@@ -323,8 +327,6 @@ func (s *Session) fetch(ctx context.Context, req Request, w io.Writer) (*Respons
 // UserAgent is sent unless the request names its own.
 const UserAgent = "renderbox-fetch/1"
 
-func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
-
 // trackedWriter keeps the error of the caller's writer, which Fetch
 // returns as it is; a body's read errors are worded as such.
 type trackedWriter struct {
@@ -365,10 +367,7 @@ func clientError(ctx context.Context, err error) error {
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
-		if len(raw) > 64 {
-			raw = raw[:64] + "…"
-		}
-		return "(not a URL) " + strings.ToValidUTF8(raw, "?")
+		return "(not a URL)"
 	}
 	u.User = nil
 	if u.RawQuery != "" {

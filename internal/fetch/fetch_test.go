@@ -156,6 +156,10 @@ func TestFetchRefusalsAndFailures(t *testing.T) {
 			t.Errorf("%s: %v, want refused (%s)", u, err, reason)
 		}
 	}
+	_, err := s.Fetch(context.Background(), Request{URL: "http://user:SECRET@[::1"}, io.Discard)
+	if recs := s.Records(); err == nil || strings.Contains(err.Error(), "SECRET") || strings.Contains(recs[len(recs)-1].URL, "SECRET") {
+		t.Errorf("an unparsable URL: %v, recorded as %q; want refused, its text not repeated", err, recs[len(recs)-1].URL)
+	}
 	s = loopbackFetcher(t, Limits{}, nil).Session()
 	resp, err := s.Fetch(context.Background(), Request{URL: srv.URL + "/missing"}, io.Discard)
 	if err == nil || resp == nil || resp.Status != 404 || ReasonOf(err) != "" || !strings.Contains(err.Error(), "404") {
