@@ -132,17 +132,38 @@ func New(d *egress.Dialer, l Limits, m *Metrics) *Fetcher {
 	c := egress.NewClient(d, egress.TransportOptions{})
 	check := c.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		// Each redirect's target is recorded, the one refused included.
-		if hops, ok := req.Context().Value(hopsKey{}).(*[]string); ok {
-			*hops = append(*hops, Redact(req.URL.String()))
+		// Each redirect's target is recorded, the one refused included,
+		// and is a request of the job's budget.
+		if f, ok := req.Context().Value(fetchKey{}).(*inFlight); ok {
+			f.hops = append(f.hops, Redact(req.URL.String()))
+			if err := f.s.spend(); err != nil {
+				return err
+			}
 		}
 		return check(req, via)
 	}
 	return &Fetcher{client: c, policy: d.Policy, limits: l.WithDefaults(), metrics: m}
 }
 
-// hopsKey keys a fetch's list of redirect targets in its context.
-type hopsKey struct{}
+// fetchKey keys a fetch's inFlight in its request's context.
+type fetchKey struct{}
+
+// inFlight is one fetch as its redirects see it.
+type inFlight struct {
+	s    *Session
+	hops []string
+}
+
+// spend takes a request from the budget.
+func (s *Session) spend() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.requests >= s.f.limits.MaxRequests {
+		return newBudgetError(ReasonRequests, fmt.Sprintf("the job's %d requests are spent", s.f.limits.MaxRequests))
+	}
+	s.requests++
+	return nil
+}
 
 // Limits are the fetcher's bounds, defaults filled.
 func (f *Fetcher) Limits() Limits { return f.limits }
@@ -209,9 +230,9 @@ type Response struct {
 func (s *Session) Fetch(ctx context.Context, req Request, w io.Writer) (*Response, error) {
 	start := time.Now()
 	rec := Record{URL: Redact(req.URL)}
-	var hops []string
-	resp, n, err := s.fetch(context.WithValue(ctx, hopsKey{}, &hops), req, w)
-	rec.Bytes, rec.Ms, rec.Redirects = n, time.Since(start).Milliseconds(), hops
+	f := &inFlight{s: s}
+	resp, n, err := s.fetch(context.WithValue(ctx, fetchKey{}, f), req, w)
+	rec.Bytes, rec.Ms, rec.Redirects = n, time.Since(start).Milliseconds(), f.hops
 	if resp != nil {
 		rec.Status = resp.Status
 	}
@@ -252,12 +273,10 @@ func (s *Session) fetch(ctx context.Context, req Request, w io.Writer) (*Respons
 	if err := s.f.policy.CheckURL(u); err != nil {
 		return nil, 0, err
 	}
-	s.mu.Lock()
-	if s.requests >= l.MaxRequests {
-		s.mu.Unlock()
-		return nil, 0, newBudgetError(ReasonRequests, fmt.Sprintf("the job's %d requests are spent", l.MaxRequests))
+	if err := s.spend(); err != nil {
+		return nil, 0, err
 	}
-	s.requests++
+	s.mu.Lock()
 	left := l.MaxBytes - s.bytes
 	s.mu.Unlock()
 	max, reason := l.MaxResponseBytes, ReasonTooLarge

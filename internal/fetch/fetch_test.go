@@ -213,3 +213,19 @@ func TestFetchRecordsRedirects(t *testing.T) {
 		t.Errorf("refused redirect recorded as %+v", recs[1])
 	}
 }
+
+// Each redirect is a request of the job's budget.
+func TestRedirectsSpendTheRequestBudget(t *testing.T) {
+	srv := origin(t)
+	s := loopbackFetcher(t, Limits{MaxRequests: 2}, nil).Session()
+	if _, err := s.Fetch(context.Background(), Request{URL: srv.URL + "/hop"}, io.Discard); err != nil {
+		t.Fatalf("one redirect within two requests: %v", err)
+	}
+	if _, err := s.Fetch(context.Background(), Request{URL: srv.URL + "/doc"}, io.Discard); ReasonOf(err) != ReasonRequests {
+		t.Errorf("a third request: %v, want refused (requests)", err)
+	}
+	s = loopbackFetcher(t, Limits{MaxRequests: 1}, nil).Session()
+	if _, err := s.Fetch(context.Background(), Request{URL: srv.URL + "/hop"}, io.Discard); ReasonOf(err) != ReasonRequests {
+		t.Errorf("a redirect past the budget: %v, want refused (requests)", err)
+	}
+}
