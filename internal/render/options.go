@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/renderbox/renderbox/internal/bytesize"
 )
 
 // Option describes one renderer option: its type, default and bounds. The
@@ -178,7 +180,7 @@ func (o *Option) check(raw any) (any, error) {
 			return nil, fmt.Errorf("%s does not match %s", quoteShort(s), o.Pattern)
 		}
 		if o.MaxLength > 0 && (len(s) > o.MaxLength || !utf8.ValidString(s)) {
-			return nil, fmt.Errorf("want at most %d bytes of UTF-8, got %d bytes", o.MaxLength, len(s))
+			return nil, fmt.Errorf("want at most %s of UTF-8, got %s", bytesize.String(int64(o.MaxLength)), bytesize.String(int64(len(s))))
 		}
 		if o.more != nil {
 			if err := o.more(s); err != nil {

@@ -15,9 +15,11 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/wire"
 )
@@ -172,7 +174,7 @@ func (r *Renderer) EffectiveLimits(req LimitRequest) (Limits, error) {
 		case max == 0:
 			return false, fmt.Errorf("%w: limit %s does not apply to %s", ErrInvalidOptions, name, r.Name)
 		case got > max:
-			return false, fmt.Errorf("%w: limit %s of %v is above %s's maximum of %v; a request may lower limits, never raise them", ErrInvalidOptions, name, got, r.Name, max)
+			return false, fmt.Errorf("%w: limit %s of %s is above %s's maximum of %s; a request may lower limits, never raise them", ErrInvalidOptions, name, limitText(name, got), r.Name, limitText(name, max))
 		}
 		return true, nil
 	}
@@ -186,7 +188,7 @@ func (r *Renderer) EffectiveLimits(req LimitRequest) (Limits, error) {
 	}
 	if ok, err = lower("memory_bytes", float64(req.MemoryBytes), float64(l.Sandbox.MemoryBytes)); ok {
 		if req.MemoryBytes < MinMemoryBytes {
-			return l, fmt.Errorf("%w: limit memory_bytes must be at least %d", ErrInvalidOptions, MinMemoryBytes)
+			return l, fmt.Errorf("%w: limit memory_bytes must be at least %s", ErrInvalidOptions, limitText("memory_bytes", MinMemoryBytes))
 		}
 		l.Sandbox.MemoryBytes = req.MemoryBytes
 	}
@@ -209,6 +211,16 @@ func (r *Renderer) EffectiveLimits(req LimitRequest) (Limits, error) {
 		l.MaxPixels = req.MaxPixels
 	}
 	return l, err
+}
+
+// limitText shows a limit's value as a message does: one in bytes (a
+// name ending in _bytes) as its count, which the request is written in,
+// and in KiB/MiB; any other as a plain number, never in exponent form.
+func limitText(name string, v float64) string {
+	if strings.HasSuffix(name, "_bytes") && v == math.Trunc(v) && math.Abs(v) < 1<<62 {
+		return fmt.Sprintf("%d (%s)", int64(v), bytesize.String(int64(v)))
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
 // Plan is a validated job: what to send to the sandbox and under which
@@ -250,7 +262,7 @@ func (r *Renderer) Prepare(input []byte, options map[string]any, limits LimitReq
 // resolveType).
 func (r *Renderer) prepare(input []byte, declared string, options map[string]any, limits LimitRequest, outputName string) (*Plan, error) {
 	if int64(len(input)) > r.MaxInputBytes {
-		return nil, fmt.Errorf("%w: %d bytes, %s accepts at most %d", ErrInputTooLarge, len(input), r.Name, r.MaxInputBytes)
+		return nil, fmt.Errorf("%w: the input is %s; %s accepts at most %s", ErrInputTooLarge, bytesize.String(int64(len(input))), r.Name, bytesize.String(r.MaxInputBytes))
 	}
 	vals, err := validate(r.Name, r.Options, options)
 	if err != nil {
