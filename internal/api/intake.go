@@ -279,6 +279,9 @@ func (in *intake) readMultipart(boundary string) error {
 			return readErr("reading the multipart body", err)
 		}
 		name := part.FormName()
+		if name == "file" {
+			in.sub.Files++
+		}
 		if name == "file" && in.seen["file"] {
 			// Several files: the page and what it loads.
 			if err := in.addFile(part); err != nil {

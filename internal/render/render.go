@@ -34,6 +34,17 @@ var (
 	ErrInputTooLarge    = errors.New("input too large")
 )
 
+// errNoRenderer is a request that names no renderer. It is an
+// ErrUnknownRenderer (the API's code stays unknown_renderer) whose text
+// says what is missing rather than quote an empty name.
+type errNoRenderer struct{}
+
+func (errNoRenderer) Error() string {
+	return "renderer is required: name one of " + strings.Join(Names(), ", ") + " (GET /v1/renderers describes each)"
+}
+
+func (errNoRenderer) Is(target error) bool { return target == ErrUnknownRenderer }
+
 // Renderer is one catalogue entry.
 type Renderer struct {
 	Name        string   `json:"name"`
@@ -114,6 +125,9 @@ var extensions = map[string]string{
 func Lookup(name string) (*Renderer, error) {
 	if strings.Contains(name, ChainSeparator) {
 		return lookupChain(name)
+	}
+	if name == "" {
+		return nil, errNoRenderer{}
 	}
 	r, ok := catalogue[name]
 	if !ok {
@@ -223,6 +237,11 @@ func limitText(name string, v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
+// TakesSeveralFiles says whether the renderer takes several files (a page
+// and what it loads, or documents to combine) as a ZIP of them; any other
+// takes exactly one file.
+func (r *Renderer) TakesSeveralFiles() bool { return r.site != nil || r.parts }
+
 // Plan is a validated job: what to send to the sandbox and under which
 // limits.
 type Plan struct {
@@ -271,6 +290,9 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 	lim, err := r.EffectiveLimits(limits)
 	if err != nil {
 		return nil, err
+	}
+	if len(input) == 0 {
+		return nil, fmt.Errorf("%w: the file is empty (%s accepts %s)", ErrUnsupportedInput, r.Name, strings.Join(r.Inputs, ", "))
 	}
 	sniffed, err := sniff(input)
 	if err != nil {

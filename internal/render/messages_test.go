@@ -1,0 +1,45 @@
+package render_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/samples"
+)
+
+// The catalogue's refusals name what is wrong as the client sees it: no
+// renderer is "required" (still an ErrUnknownRenderer, for the API's
+// code), an empty input is "empty", sizes are in KiB/MiB.
+func TestRefusalsSayWhatIsWrong(t *testing.T) {
+	for _, lookup := range []func(string) (*render.Renderer, error){render.Lookup, render.LookupWithDiagnostics} {
+		_, err := lookup("")
+		if !errors.Is(err, render.ErrUnknownRenderer) || !strings.HasPrefix(err.Error(), "renderer is required") || strings.Contains(err.Error(), `""`) {
+			t.Errorf(`Lookup(""): %v, want an ErrUnknownRenderer saying the renderer is required`, err)
+		}
+	}
+	png, _ := render.Lookup("pdf-png")
+	if _, err := png.Prepare(nil, nil, render.LimitRequest{}); !errors.Is(err, render.ErrUnsupportedInput) || !strings.Contains(err.Error(), "the file is empty") || strings.Contains(err.Error(), "x-empty") {
+		t.Errorf("an empty input: %v, want ErrUnsupportedInput saying the file is empty", err)
+	}
+	if png.TakesSeveralFiles() {
+		t.Error("pdf-png takes several files, want one")
+	}
+	for _, name := range []string{"html-pdf", "markdown-pdf", "pdf-merge", "pdf-watermark", "html-pdf|pdf-protect"} {
+		if r, err := render.Lookup(name); err != nil || !r.TakesSeveralFiles() {
+			t.Errorf("%s: %v, want it to take several files", name, err)
+		}
+	}
+	dot, _ := render.Lookup("dot-svg")
+	big := append([]byte("digraph{}"), make([]byte, dot.MaxInputBytes)...)
+	if _, err := dot.Prepare(big, nil, render.LimitRequest{}); !errors.Is(err, render.ErrInputTooLarge) || !strings.Contains(err.Error(), "accepts at most 2 MiB") || !strings.Contains(err.Error(), "the input is 2.0 MiB (") {
+		t.Errorf("an input over the limit: %v, want sizes in MiB", err)
+	}
+	if _, err := dot.Prepare(samples.DOT("a", "b"), nil, render.LimitRequest{MaxOutputBytes: 1 << 40}); !errors.Is(err, render.ErrInvalidOptions) || !strings.Contains(err.Error(), "1099511627776 (1 TiB)") || strings.Contains(err.Error(), "e+") {
+		t.Errorf("a limit over the renderer's: %v, want it in bytes and TiB, never in exponent form", err)
+	}
+	if _, err := dot.Prepare(samples.DOT("a", "b"), nil, render.LimitRequest{MemoryBytes: 1 << 20}); !errors.Is(err, render.ErrInvalidOptions) || !strings.Contains(err.Error(), "at least 67108864 (64 MiB)") {
+		t.Errorf("memory under the floor: %v, want the floor in bytes and MiB", err)
+	}
+}
