@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,5 +42,37 @@ func TestRefusalsSayWhatIsWrong(t *testing.T) {
 	}
 	if _, err := dot.Prepare(samples.DOT("a", "b"), nil, render.LimitRequest{MemoryBytes: 1 << 20}); !errors.Is(err, render.ErrInvalidOptions) || !strings.Contains(err.Error(), "at least 67108864 (64 MiB)") {
 		t.Errorf("memory under the floor: %v, want the floor in bytes and MiB", err)
+	}
+}
+
+// pdf-protect takes a user password alone: its owner password is then a
+// random one, another each job and never the user's, so that opening the
+// document does not lift its restrictions. Neither password is refused.
+func TestProtectWithTheUserPasswordAlone(t *testing.T) {
+	r, _ := render.Lookup("pdf-protect")
+	owners := map[string]bool{}
+	for range 2 {
+		plan, err := r.Prepare(samples.PDF("a", 1), map[string]any{"user_password": "only me"}, render.LimitRequest{})
+		if err != nil {
+			t.Fatalf("user_password alone: %v", err)
+		}
+		argv := plan.Job.Request.Steps[0].Argv
+		i := slices.Index(argv, "--encrypt")
+		if i < 0 || len(argv) < i+4 || argv[i+1] != "only me" || argv[i+3] != "256" {
+			t.Fatalf("argv %q, want --encrypt USER OWNER 256", argv)
+		}
+		owner := argv[i+2]
+		if len(owner) != 64 || owner == "only me" || strings.Trim(owner, "0123456789abcdef") != "" {
+			t.Errorf("owner password %q, want 64 random hex digits", owner)
+		}
+		owners[owner] = true
+	}
+	if len(owners) != 2 {
+		t.Errorf("two jobs had the same owner password %v", owners)
+	}
+	for _, opts := range []map[string]any{{}, {"allow_print": false}} {
+		if _, err := r.Prepare(samples.PDF("a", 1), opts, render.LimitRequest{}); !errors.Is(err, render.ErrInvalidOptions) || !strings.Contains(err.Error(), "user_password") {
+			t.Errorf("%v: %v, want invalid options naming user_password", opts, err)
+		}
 	}
 }
