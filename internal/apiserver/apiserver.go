@@ -118,7 +118,7 @@ type Config struct {
 func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
 	fs.StringVar(&c.PublicURL, "public-url", "", "base URL clients reach the API at (https://render.example.com, a path prefix allowed): Location, output and webhook URLs are absolute under it (default: relative)")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9090", `serve /metrics here, apart from the API ("" disables)`)
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", DefaultMetricsAddr, `serve Prometheus /metrics on this address, apart from the API; the default is loopback, so only this host can scrape it ("" disables)`)
 	c.Redis.Bind(fs)
 	fs.DurationVar(&c.WorkerHeartbeatTimeout, "worker-heartbeat-timeout", 30*time.Second, "/readyz answers 503 when no worker has sent a heartbeat within this (a few of the workers' -heartbeat-interval)")
 	fs.StringVar(&c.DB, "db", "/var/lib/renderbox/api/ledger.db", "the ledger: a SQLite file or a PostgreSQL URL (postgres://…; a password goes in RENDERBOX_DB or -db-file, not here)")
@@ -236,6 +236,10 @@ func (c Config) validate() error {
 	}
 	return nil
 }
+
+// DefaultMetricsAddr is where api serve serves /metrics unless told:
+// loopback, apart from the API's own address.
+const DefaultMetricsAddr = "127.0.0.1:9090"
 
 const usage = `usage: api [serve] [flags]    serve the API (the default command; "api -addr …" is "api serve -addr …")
        api keys create [-admin] [-create] [-db FILE|URL | -db-file F] NAME

@@ -52,12 +52,16 @@ type ServeConfig struct {
 	Pool PoolConfig
 }
 
+// DefaultMetricsAddr is where a worker serves /metrics unless told:
+// loopback, beside the API's 127.0.0.1:9090.
+const DefaultMetricsAddr = "127.0.0.1:9091"
+
 // Bind registers serve's flags beyond Config's.
 func (s *ServeConfig) Bind(fs *flag.FlagSet) {
 	s.Redis.Bind(fs)
 	fs.IntVar(&s.Concurrency, "concurrency", 2, "sandboxes at once")
 	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are requeued")
-	fs.StringVar(&s.MetricsAddr, "metrics-addr", "127.0.0.1:9091", `serve /metrics here ("" to disable; RENDERBOX_WORKER_METRICS is a deprecated name of its variable)`)
+	fs.StringVar(&s.MetricsAddr, "metrics-addr", DefaultMetricsAddr, `serve Prometheus /metrics on this address; the default is loopback, so only this host can scrape it ("" disables; RENDERBOX_WORKER_METRICS is a deprecated name of its variable)`)
 	fs.StringVar(&s.Name, "name", "", "worker name (default: hostname)")
 	fs.DurationVar(&s.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often to tell Redis this worker is alive (the API's -worker-heartbeat-timeout must be a few of these)")
 	fs.DurationVar(&s.PollInterval, "poll-interval", 25*time.Millisecond, "how often an idle worker asks Redis for a job: a new job waits about this long to start; each idle worker runs about 1/this dequeues a second on Redis")
