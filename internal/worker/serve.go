@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -151,7 +152,7 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 		RetryDelayFunc: func(n int, _ error, _ *asynq.Task) time.Duration {
 			return time.Duration(math.Min(30, math.Pow(2, float64(n)))) * time.Second
 		},
-		Logger:   asynqLogger{log},
+		Logger:   asynqLogger{l: log, h: h},
 		LogLevel: asynq.WarnLevel,
 	})
 	wctx, stopWatch := context.WithCancel(context.Background())
@@ -256,10 +257,30 @@ func familyNames(fams []sandbox.PoolFamily) []string {
 }
 
 // asynqLogger sends asynq's logs to the worker's slog logger.
-type asynqLogger struct{ l *slog.Logger }
+type asynqLogger struct {
+	l *slog.Logger
+	h *Handler // nil: every line is passed on
+}
+
+// retryExhausted starts the line asynq logs when it archives a task that
+// returned asynq.SkipRetry (asynq's processor.handleFailedMessage).
+const retryExhausted = "Retry exhausted for task id="
 
 func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
 func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
-func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
+
+// Warn passes asynq's warnings on but "Retry exhausted" for a task whose
+// job the handler ended (failed or canceled, not to be retried): its end
+// is logged as "job finished" with its state and error code, and nothing
+// was retried. One whose retries did run out (its result could not be
+// reported) stays a warning.
+func (a asynqLogger) Warn(args ...any) {
+	msg := fmt.Sprint(args...)
+	if task, ok := strings.CutPrefix(msg, retryExhausted); ok && a.h != nil && a.h.takeEnded(task) {
+		a.l.Debug("asynq archived the task of an ended job", "task_id", task)
+		return
+	}
+	a.l.Warn(msg)
+}
 func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
 func (a asynqLogger) Fatal(args ...any) { a.l.Error(fmt.Sprint(args...)) }
