@@ -261,7 +261,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch cmd {
 	case "serve":
-		err = serve(ctx, args, stdout)
+		err = serve(ctx, args, stdout, stderr)
 	case "keys":
 		err = keys(ctx, args, stdout, stderr)
 	case "help":
@@ -341,7 +341,10 @@ func (c *Config) settle(fs *flag.FlagSet) error {
 	return c.resolveDB(fs)
 }
 
-func serve(ctx context.Context, args []string, stdout io.Writer) error {
+// serve runs the API until ctx ends, its log JSON on stderr; a clean stop
+// is logged from its start ("api stopping") to its end ("api stopped",
+// once requests have finished and the ledger is closed).
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	var c Config
 	fs, version := serveFlags(&c)
 	if err := fs.Parse(args); err != nil {
@@ -364,7 +367,13 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	// Deferred first, so it runs last: after the ledger and Redis close.
+	defer func() {
+		if err == nil {
+			log.Info("api stopped")
+		}
+	}()
 	// serve's log is JSON from its first line to its last: the standard
 	// library's (net/http's) and go-redis's messages too.
 	slog.SetDefault(log)
@@ -428,11 +437,16 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 			log.Error("delivering webhooks", "err", err)
 		}
 	}()
+	shutdownDone := make(chan struct{})
 	go func() {
+		defer close(shutdownDone)
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		log.Info("api stopping: no new requests; finishing those in flight", "timeout_seconds", shutdownTimeout.Seconds())
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("requests still in flight at the shutdown timeout were cut off", "err", err)
+		}
 		if msrv != nil {
 			_ = msrv.Shutdown(sctx)
 		}
@@ -463,8 +477,14 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		cancel()
 		return err
 	}
+	// Serve returns as Shutdown begins; the requests in flight end here.
+	<-shutdownDone
 	return nil
 }
+
+// shutdownTimeout is how long requests in flight may finish once serve's
+// context ends.
+const shutdownTimeout = 10 * time.Second
 
 func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {

@@ -3,11 +3,9 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,24 +16,6 @@ import (
 	"github.com/renderbox/renderbox/internal/testenv"
 )
 
-// lockedBuffer is a log a server's goroutines write to at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Through a real asynq server: a job that ends failed and one canceled
 // before it ran are archived without a "Retry exhausted" warning (their
 // "job finished" says how they ended); a task that is broken (its payload
@@ -43,7 +23,7 @@ func (l *lockedBuffer) String() string {
 func TestNoRetryExhaustedForEndedJobs(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t, false)})
 	t.Cleanup(func() { rdb.Close() })
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	q := queue.New(rdb, time.Hour)
 	h := &Handler{Queue: q, Logger: log, Name: "test"}
