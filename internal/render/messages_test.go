@@ -76,3 +76,27 @@ func TestProtectWithTheUserPasswordAlone(t *testing.T) {
 		}
 	}
 }
+
+// A secret option's refusal names neither its value nor its pattern: it
+// says the rule in words, for a wrong value and for a wrong type.
+func TestSecretRefusalsSayTheRule(t *testing.T) {
+	n := 0
+	for _, r := range render.All() {
+		for _, o := range r.Options {
+			if !o.Secret {
+				continue
+			}
+			for _, bad := range []any{"\x00-secret-\x01", 5} {
+				_, err := r.Prepare(samples.PDF("a", 1), map[string]any{o.Name: bad}, render.LimitRequest{})
+				if !errors.Is(err, render.ErrInvalidOptions) || !strings.Contains(err.Error(), "want a string of ") ||
+					strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), o.Pattern) || strings.HasSuffix(err.Error(), "of ") {
+					t.Errorf("%s %s = %#v: %v, want the rule in words, without the value or the pattern", r.Name, o.Name, bad, err)
+				}
+			}
+			n++
+		}
+	}
+	if n < 4 {
+		t.Errorf("%d secret options in the catalogue, want office-pdf's and the PDF passwords", n)
+	}
+}

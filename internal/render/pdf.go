@@ -288,7 +288,7 @@ func unlockSteps(in inputFile, v Values) []wire.Step {
 }
 
 func passwordOpt(name, desc string) Option {
-	return secretOpt(patternOpt(name, desc+" A secret: it is not stored with the job, logged or shown back (the job's options read \""+Redacted+"\"). Printable, 1–127 characters, not starting with '-' or '@'.", pdfPasswordPattern))
+	return secretOpt(patternOpt(name, desc+" A secret: it is not stored with the job, logged or shown back (the job's options read \""+Redacted+"\"). Printable, 1–127 characters, not starting with '-' or '@'.", pdfPasswordPattern), "1–127 printable characters, not starting with '-' or '@'")
 }
 
 // pdfRenderer is a qpdf renderer of one PDF.
