@@ -14,7 +14,7 @@ import (
 // init, beside the first slice's (pdf.go).
 func register(rs ...*Renderer) {
 	for _, r := range rs {
-		catalogue[r.Name] = r
+		catalogue[r.Name] = resolve(r)
 		outputRules[r.Name] = outputRule{re: regexp.MustCompile(`^output\.pdf$`)}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -195,15 +195,7 @@ func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, cre
 }
 
 // Job is one request to run in a sandbox.
-type Job struct {
-	Request wire.Request
-	Input   io.Reader
-	// Spool, if set, takes the response's files as they arrive: the
-	// Result's Response then lists them without their bytes.
-	Spool wire.Spool
-	// Limits for this job; zero fields take the manager's defaults.
-	Limits Limits
-}
+type Job = jobspec.Job
 
 // Timings are the phases of one sandboxed job.
 type Timings struct {
@@ -258,7 +250,7 @@ func (m *Manager) RunThen(ctx context.Context, sb *Sandbox, job Job, then func(*
 		}
 		t0 := time.Now()
 		var err error
-		sb, err = m.Prepare(ctx, lim.WithDefaults())
+		sb, err = m.Prepare(ctx, lim)
 		res.Timings.Create = time.Since(t0)
 		if err != nil {
 			if o := ctxOutcome(ctx); o != "" {

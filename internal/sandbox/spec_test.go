@@ -70,7 +70,7 @@ func TestBuildSpecIsHardened(t *testing.T) {
 	s, err := BuildSpec(SpecOptions{
 		RootfsPath: "/var/lib/renderbox/rootfs/x/rootfs", Args: []string{AgentPath},
 		UID: AgentUID, GID: AgentGID, CgroupsPath: "/renderbox/rbx-1",
-		Limits: Limits{MemoryBytes: 300 << 20, Pids: 99, TmpBytes: 7 << 20, CPUs: 0.5},
+		Limits: Limits{MemoryBytes: 300 << 20, Pids: 99, TmpBytes: 7 << 20, CPUs: 0.5}.WithDefaults(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestBuildSpecAllowsNoSwap(t *testing.T) {
 	for _, noSwap := range []bool{true, false} {
 		s, err := BuildSpec(SpecOptions{
 			RootfsPath: "/r", Args: []string{AgentPath}, UID: AgentUID, GID: AgentGID, CgroupsPath: "/c",
-			Limits: Limits{MemoryBytes: 300 << 20}, NoSwap: noSwap,
+			Limits: Limits{MemoryBytes: 300 << 20}.WithDefaults(), NoSwap: noSwap,
 		})
 		if err != nil {
 			t.Fatal(err)
