@@ -12,17 +12,12 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// chromiumArgs are the flags Chromium needs inside the sandbox (NOTES.md):
-// gVisor is the sandbox, so Chromium's own is off; nothing may reach out.
-// The agent adds --remote-debugging-pipe and drives it over DevTools.
-//
-// It is the headless shell, in one process. Measured under gVisor on 2
-// cores, booting and printing one page against the full browser in its
-// multi-process headless mode: boot 2.9 vs 12.2 CPU-s, an idle booted
-// browser 0.003 vs 0.17 cores, a cold job 2.0 s / 3.3 CPU-s vs 8.4 s /
-// 14.5 CPU-s. Every sandboxed process and thread is costly under systrap;
-// the renderer's own process would add nothing to the isolation, which is
-// the sandbox's, one per job.
+// chromiumArgs are the flags Chromium needs inside the sandbox: gVisor is
+// the sandbox, so Chromium's own is off; nothing may reach out. The agent
+// adds --remote-debugging-pipe and drives it over DevTools. It is the
+// headless shell in one process, because every sandboxed process costs
+// dearly under systrap and a second would add no isolation
+// (docs/design.md, "Chromium in one process").
 var chromiumArgs = []string{
 	"/usr/lib/chromium/chromium-headless-shell",
 	"--headless",
@@ -41,10 +36,9 @@ var chromiumArgs = []string{
 	"--password-store=basic",
 	"--user-data-dir=" + wire.WorkDir + "/chromium",
 	// No JIT for the page's JavaScript (when a job turns it on): V8's
-	// optimising compilers are where most of its exploitable bugs live.
-	// Measured here: a script-heavy page (3e7 loop iterations, 2,000 rows
-	// built) 3.9–4.1 s → 5.2 s; the 30-row table with JavaScript on
-	// 1.89 s → 1.93–2.11 s. WebAssembly does not run without the JIT.
+	// optimising compilers are where most of its exploitable bugs live
+	// (docs/design.md, "Chromium in one process", for its cost).
+	// WebAssembly does not run without the JIT.
 	"--js-flags=--jitless",
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// Chains (issue 14): a job may name several catalogue renderers joined by
+// Chains: a job may name several catalogue renderers joined by
 // "|", e.g. "office-pdf|pdf-protect". Each step runs in a fresh sandbox;
 // the host checks a step's files as that renderer's outputs (one file, of
 // a type the next step takes) and hands the file to the next step as its

@@ -15,7 +15,7 @@ import (
 	"github.com/renderbox/renderbox/internal/zipdir"
 )
 
-// The PDF operations (issue 14) run qpdf from the rootfs, each in a fresh
+// The PDF operations run qpdf from the rootfs, each in a fresh
 // sandbox like any renderer: every one of them parses an untrusted PDF.
 
 const qpdf = "/usr/bin/qpdf"

@@ -13,7 +13,7 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// safe-pdf is Dangerzone's method (issue 14): the document is drawn to
+// safe-pdf is Dangerzone's method: the document is drawn to
 // pixels in one sandbox, and a PDF is rebuilt from those pixels alone in
 // another, fresh one. Office documents, HTML pages and SVG images are first
 // converted to PDF by office-pdf's, html-pdf's and svg-pdf's request in a
