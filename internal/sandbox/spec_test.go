@@ -269,20 +269,6 @@ func TestStateMachine(t *testing.T) {
 	}
 }
 
-// RLIMIT_NPROC follows from the pids limit so that the renderer's tasks,
-// two host tasks per process under systrap, fit under it.
-func TestTasksFitUnderThePidsLimit(t *testing.T) {
-	for _, pids := range []int64{96, 256, 512, 1024} {
-		n := Limits{Pids: pids}.WithDefaults().NProc
-		if host := 2*int64(n) + 32; host > pids || n < 16 {
-			t.Errorf("pids %d: RLIMIT_NPROC %d would hold up to %d host tasks", pids, n, host)
-		}
-	}
-	if n := (Limits{Pids: 128, NProc: 300}).WithDefaults().NProc; n != 300 {
-		t.Errorf("an explicit RLIMIT_NPROC became %d", n)
-	}
-}
-
 // A job with a lower RLIMIT_NPROC fits a pool sandbox only when its
 // renderer starts with the job, under the request's limit.
 func TestFitsLowerTasksOnlyWhenNothingIsPrebooted(t *testing.T) {
