@@ -249,7 +249,7 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	}
 	// An attempt may run the sandbox's whole time limit plus its set-up
 	// and tear-down; asynq's deadline stays outside the sandbox's.
-	timeout := plan.Limits.Sandbox.Timeout + 2*time.Minute
+	timeout := plan.Limits.Timeout + 2*time.Minute
 	opts, err := json.Marshal(plan.Options)
 	if err != nil {
 		return err

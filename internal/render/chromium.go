@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -150,7 +151,7 @@ func checkPrint(o *wire.PDFOptions) error {
 
 // browserFor makes the page part of a Chromium request: what it waits for,
 // its background, failure rules, and where it is served from.
-func browserFor(in inputFile, v Values, l Limits, page string) (*wire.Browser, error) {
+func browserFor(in inputFile, v Values, l jobspec.Limits, page string) (*wire.Browser, error) {
 	b := &wire.Browser{
 		Argv: chromiumArgs, Page: page, JavaScript: v.Bool("javascript"), OmitBackground: v.Bool("omit_background"),
 		FailOnResourceError: v.Bool("fail_on_resource_error"), FailOnConsoleError: v.Bool("fail_on_console_error"),
@@ -173,9 +174,9 @@ func browserFor(in inputFile, v Values, l Limits, page string) (*wire.Browser, e
 		longest += w.TimeoutMS
 	}
 	// The page's load and its print need time too.
-	if room := l.Sandbox.Timeout.Milliseconds() - 5000; int64(longest) > room {
+	if room := l.Timeout.Milliseconds() - 5000; int64(longest) > room {
 		return nil, fmt.Errorf("%w: waiting up to %.1f s leaves too little of the job's %s time limit; lower wait_delay or wait_timeout",
-			ErrInvalidOptions, float64(longest)/1000, l.Sandbox.Timeout)
+			ErrInvalidOptions, float64(longest)/1000, l.Timeout)
 	}
 	b.Wait = w
 	return b, nil
@@ -185,7 +186,7 @@ func browserFor(in inputFile, v Values, l Limits, page string) (*wire.Browser, e
 // extension.
 var screenshotFormats = map[string]string{"png": "png", "jpeg": "jpg", "webp": "webp"}
 
-func screenshotFor(v Values, l Limits) (*wire.Screenshot, error) {
+func screenshotFor(v Values, l jobspec.Limits) (*wire.Screenshot, error) {
 	sc := &wire.Screenshot{Width: v.Int("width"), Height: v.Int("height"), FullPage: v.Bool("full_page"),
 		DeviceScaleFactor: v.Float("device_scale_factor"), Format: v.String("format"), MaxPixels: l.MaxPixels,
 		Selector: v.String("selector")}

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -41,9 +41,10 @@ type Renderer struct {
 	Options     []Option `json:"options"`
 	// MaxInputBytes bounds the input.
 	MaxInputBytes int64 `json:"max_input_bytes"`
-	// Limits are the sandbox limits a job runs with; a request may lower
-	// them, never raise them.
-	Limits sandbox.Limits `json:"-"`
+	// Limits are the sandbox limits a job runs with, resolved as the
+	// renderer joins the catalogue; a request may lower them, never raise
+	// them.
+	Limits jobspec.Limits `json:"-"`
 	// MaxPages bounds the pages rendered (pdf-png); 0 if not applicable.
 	MaxPages int `json:"max_pages,omitempty"`
 	// MaxPixels bounds the pixels of an input image (image-thumbnail) or a
@@ -51,9 +52,9 @@ type Renderer struct {
 	MaxPixels int64 `json:"max_pixels,omitempty"`
 
 	// build makes the sandbox request from validated options.
-	build func(in inputFile, v Values, l Limits) (wire.Request, error)
+	build func(in inputFile, v Values, l jobspec.Limits) (wire.Request, error)
 	// check inspects the input's headers further (e.g. image dimensions).
-	check func(input []byte, l Limits) error
+	check func(input []byte, l jobspec.Limits) error
 	// site, when set, lets the renderer take a ZIP of files, one of them
 	// the entry point.
 	site *siteRule
@@ -149,16 +150,10 @@ type LimitRequest struct {
 	MaxPixels      int64   `json:"max_pixels,omitempty"`
 }
 
-// Limits are a job's effective limits.
-type Limits struct {
-	Sandbox   sandbox.Limits
-	MaxPages  int
-	MaxPixels int64
-}
-
 // EffectiveLimits applies req to the renderer's limits.
-func (r *Renderer) EffectiveLimits(req LimitRequest) (Limits, error) {
-	l := Limits{Sandbox: r.Limits.WithDefaults(), MaxPages: r.MaxPages, MaxPixels: r.MaxPixels}
+func (r *Renderer) EffectiveLimits(req LimitRequest) (jobspec.Limits, error) {
+	l := r.Limits // resolved as it joined the catalogue
+	l.MaxPages, l.MaxPixels = r.MaxPages, r.MaxPixels
 	lower := func(name string, got, max float64) (bool, error) {
 		switch {
 		case got == 0:
@@ -178,23 +173,23 @@ func (r *Renderer) EffectiveLimits(req LimitRequest) (Limits, error) {
 	}
 	var ok bool
 	var err error
-	if ok, err = lower("timeout_seconds", req.TimeoutSeconds, l.Sandbox.Timeout.Seconds()); ok {
-		l.Sandbox.Timeout = time.Duration(req.TimeoutSeconds * float64(time.Second))
+	if ok, err = lower("timeout_seconds", req.TimeoutSeconds, l.Timeout.Seconds()); ok {
+		l.Timeout = time.Duration(req.TimeoutSeconds * float64(time.Second))
 	}
 	if err != nil {
 		return l, err
 	}
-	if ok, err = lower("memory_bytes", float64(req.MemoryBytes), float64(l.Sandbox.MemoryBytes)); ok {
+	if ok, err = lower("memory_bytes", float64(req.MemoryBytes), float64(l.MemoryBytes)); ok {
 		if req.MemoryBytes < MinMemoryBytes {
 			return l, fmt.Errorf("%w: limit memory_bytes must be at least %d", ErrInvalidOptions, MinMemoryBytes)
 		}
-		l.Sandbox.MemoryBytes = req.MemoryBytes
+		l.MemoryBytes = req.MemoryBytes
 	}
 	if err != nil {
 		return l, err
 	}
-	if ok, err = lower("max_output_bytes", float64(req.MaxOutputBytes), float64(l.Sandbox.MaxOutputBytes)); ok {
-		l.Sandbox.MaxOutputBytes = req.MaxOutputBytes
+	if ok, err = lower("max_output_bytes", float64(req.MaxOutputBytes), float64(l.MaxOutputBytes)); ok {
+		l.MaxOutputBytes = req.MaxOutputBytes
 	}
 	if err != nil {
 		return l, err
@@ -217,11 +212,11 @@ type Plan struct {
 	Renderer  *Renderer
 	InputType string
 	Options   Values
-	Limits    Limits
+	Limits    jobspec.Limits
 	// Request is the validated limit request: what a queued job carries
 	// instead of the client's text.
 	Request LimitRequest
-	Job     sandbox.Job
+	Job     jobspec.Job
 
 	// firstStage and firstFamily name Job's stage and pool when the
 	// renderer runs in several sandboxes; stages are the ones after it.
@@ -320,7 +315,7 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 	req.Mode = wire.ModeRender
 	req.InputName = path.Base(in.Path)
 	req.InputSize = int64(len(input))
-	plan := &Plan{Renderer: r, InputType: got, Options: vals, Limits: lim, Request: limits, Job: sandbox.Job{Request: req, Limits: lim.Sandbox}}
+	plan := &Plan{Renderer: r, InputType: got, Options: vals, Limits: lim, Request: limits, Job: jobspec.Job{Request: req, Limits: lim}}
 	if r.plan != nil {
 		r.plan(plan)
 	}
