@@ -265,7 +265,7 @@ func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render
 	return &in.sub, in.renderer, nil
 }
 
-var multipartFields = []string{"renderer", "file", "input_type", "options", "limits", "callback_url", "output_name", "then"}
+var multipartFields = []string{"renderer", "file", "download_from", "input_type", "options", "limits", "callback_url", "output_name", "then"}
 
 func (in *intake) readMultipart(boundary string) error {
 	mr := multipart.NewReader(in.body, boundary)
@@ -307,8 +307,8 @@ func (in *intake) readMultipart(boundary string) error {
 			return err
 		}
 	}
-	if !in.seen["file"] {
-		return fmt.Errorf("%w: the multipart body has no file part", errBadRequest)
+	if err := in.oneInput("file part", "file"); err != nil {
+		return err
 	}
 	if in.zw != nil {
 		if err := in.zw.Close(); err != nil {
@@ -390,6 +390,8 @@ func (in *intake) set(name string, v []byte) error {
 		in.sub.Limits = v
 	case "then":
 		in.sub.Then = v
+	case "download_from":
+		in.sub.DownloadFrom = v
 	case "callback_url":
 		in.sub.CallbackURL = string(v)
 	case "input_type":
@@ -416,7 +418,7 @@ func partType(ct string) string {
 	return t
 }
 
-var jsonFields = []string{"renderer", "input_base64", "input_type", "options", "limits", "callback_url", "output_name", "then"}
+var jsonFields = []string{"renderer", "input_base64", "download_from", "input_type", "options", "limits", "callback_url", "output_name", "then"}
 
 // readJSON reads {"renderer": …, "input_base64": …, …} as a stream: the
 // base64 string is decoded as it is read, never held as text.
@@ -472,8 +474,17 @@ func (in *intake) readJSON() error {
 		}
 		return fmt.Errorf("%w: data after the JSON object (%q)", errBadRequest, c)
 	}
-	if !in.seen["input_base64"] {
-		return fmt.Errorf("%w: the JSON body has no input_base64", errBadRequest)
+	return in.oneInput("input_base64", "input_base64")
+}
+
+// oneInput checks that the submission gives its input one way: the
+// uploaded field (what, named field) or download_from.
+func (in *intake) oneInput(what, field string) error {
+	switch {
+	case in.seen[field] && in.seen["download_from"]:
+		return fmt.Errorf("%w: give the input as a %s or as download_from, not both", errBadRequest, what)
+	case !in.seen[field] && !in.seen["download_from"]:
+		return fmt.Errorf("%w: the body has no %s (or download_from)", errBadRequest, what)
 	}
 	return nil
 }

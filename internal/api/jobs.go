@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
@@ -127,6 +128,9 @@ type submission struct {
 	// Content-Type when it names a declarable text type.
 	InputType, PartType string
 	OutputName          string // checked by render.CheckOutputName
+	// DownloadFrom is the download_from list as sent (JSON): the input
+	// is fetched from these URLs (download.go) instead of uploaded.
+	DownloadFrom json.RawMessage
 }
 
 var errBadRequest = errors.New("bad request")
@@ -180,6 +184,26 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var fetched []fetch.Record
+	if sub.DownloadFrom != nil {
+		if !s.Remote.Enabled {
+			problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not fetch inputs from URLs (download_from); its operator turns that on with "+RemoteContentSetting)
+			return
+		}
+		if !s.fetching.take(key.ID) {
+			tooManyRequests(w, fmt.Sprintf("this key has %d submissions fetching their input already", s.Remote.MaxPerKey))
+			return
+		}
+		fetched, err = s.download(r.Context(), sub, rd)
+		s.fetching.give(key.ID)
+		if err != nil {
+			downloadProblem(w, err, fetched)
+			return
+		}
+		// The answer's write deadline ran while the input was fetched;
+		// it starts again, as it does from the end of an uploaded body.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.HTTP.WriteTimeout))
+	}
 	plan, err := rd.PrepareTyped(sub.Input, sub.InputType, sub.Options, sub.Limits)
 	if errors.Is(err, render.ErrUnsupportedInput) && sub.InputType == "" && sub.PartType != "" {
 		// The bytes alone do not fit: the file part's type may.
@@ -212,7 +236,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	want := ledger.Job{
 		Owner: key.ID, Renderer: rd.Name, Options: opts, Limits: limits, InputSHA256: hex.EncodeToString(sum[:]),
 		InputSize: int64(len(sub.Input)), InputType: plan.InputType, IdempotencyKey: idem, CallbackURL: sub.CallbackURL,
-		OutputName: sub.OutputName, RequestID: requestIDOf(r),
+		OutputName: sub.OutputName, RequestID: requestIDOf(r), Diagnostics: fetchedDiagnostics(fetched),
 	}
 	job, created, err := s.Ledger.CreateJob(ctx, want)
 	if err != nil {
