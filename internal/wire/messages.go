@@ -94,6 +94,10 @@ type Browser struct {
 	// PagePath is the page's own path on its origin ("" for "/"): a page
 	// from Site is served at its path there, so its relative links work.
 	PagePath string `json:"page_path,omitempty"`
+	// URL, when set, is what the page is: Chromium navigates to it, and
+	// it and every request the page makes are put to the host (TypeFetch),
+	// which fetches them or refuses; Page and Site are then unused.
+	URL string `json:"url,omitempty"`
 	// Wait says what to wait for between the page's load and its print.
 	Wait *Wait `json:"wait,omitempty"`
 	// OmitBackground prints or captures without the default white
