@@ -133,17 +133,6 @@ func (ic *interceptor) paused(m cdp.Message) {
 	})
 }
 
-// brokeredHeaders are the response headers a brokered answer passes on
-// to Chromium (the host chose them; these are the ones that matter to a
-// page's rendering), besides its own Cache-Control.
-var brokeredHeaders = map[string]bool{
-	"content-type": true, "content-language": true, "content-security-policy": true,
-	"access-control-allow-origin": true, "access-control-allow-credentials": true,
-	"access-control-allow-headers": true, "access-control-allow-methods": true,
-	"access-control-expose-headers": true, "timing-allow-origin": true,
-	"cross-origin-resource-policy": true, "x-content-type-options": true,
-}
-
 // brokered answers a URL page's request with what the host fetched: its
 // status, headers and body; a refusal (the host's policy, or a method
 // other than GET) fails it and is recorded as blocked with its reason, an
@@ -179,7 +168,7 @@ func (ic *interceptor) brokered(session, requestID, method, url string) {
 	}
 	headers := []map[string]string{{"name": "Cache-Control", "value": "no-store"}}
 	for _, h := range a.Headers {
-		if brokeredHeaders[strings.ToLower(h[0])] {
+		if wire.BrokeredHeader(h[0]) {
 			headers = append(headers, map[string]string{"name": h[0], "value": h[1]})
 		}
 	}

@@ -371,7 +371,7 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	}
 	rendered := sb.rendered
 	defer rendered()
-	e := m.exchange(ctx, sb, &req, input, job.Spool, func() {
+	e := m.exchange(ctx, sb, &req, input, job.Spool, job.Broker, func() {
 		rendered()
 		res.Timings.Render = time.Since(t)
 	})
@@ -389,7 +389,7 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 // ends first, when the sandbox sends too much, and when its agent, without
 // answering, does not exit within waitGrace. What it saw is classify's to
 // judge.
-func (m *Manager) exchange(ctx context.Context, sb *Sandbox, req *wire.Request, input io.Reader, spool wire.Spool, answered func()) ending {
+func (m *Manager) exchange(ctx context.Context, sb *Sandbox, req *wire.Request, input io.Reader, spool wire.Spool, broker wire.Broker, answered func()) ending {
 	lim := sb.Limits
 	type exchanged struct {
 		resp *wire.Response
@@ -397,7 +397,7 @@ func (m *Manager) exchange(ctx context.Context, sb *Sandbox, req *wire.Request, 
 	}
 	exch := make(chan exchanged, 1)
 	go func() {
-		r, err := sb.Exchange(req, input, spool)
+		r, err := sb.ExchangeWith(req, input, spool, broker)
 		exch <- exchanged{r, err}
 	}()
 	type ended struct {

@@ -189,3 +189,17 @@ func FetchableURL(raw string) bool {
 	_, err := url.Parse(raw)
 	return err == nil
 }
+
+// brokeredHeaders are the response headers a broker's answer carries to
+// the page: those that matter to its rendering, and never a cookie.
+var brokeredHeaders = map[string]bool{
+	"content-type": true, "content-language": true, "content-security-policy": true,
+	"access-control-allow-origin": true, "access-control-allow-credentials": true,
+	"access-control-allow-headers": true, "access-control-allow-methods": true,
+	"access-control-expose-headers": true, "timing-allow-origin": true,
+	"cross-origin-resource-policy": true, "x-content-type-options": true,
+}
+
+// BrokeredHeader reports whether a response header of this name goes to
+// the page; the host sends only those, and the agent passes only those on.
+func BrokeredHeader(name string) bool { return brokeredHeaders[strings.ToLower(name)] }
