@@ -235,6 +235,7 @@ var catalogue = map[string]*Renderer{
 		MaxInputBytes: 50 << 20,
 		Limits:        chromiumLimits,
 		site:          htmlSite,
+		urls:          true,
 		build: func(in inputFile, v Values, l jobspec.Limits) (wire.Request, error) {
 			return chromiumPDF(in, v, l, in.page())
 		},
@@ -249,6 +250,7 @@ var catalogue = map[string]*Renderer{
 		Options:       screenshotSchema(),
 		Limits:        chromiumLimits,
 		site:          htmlSite,
+		urls:          true,
 		build: func(in inputFile, v Values, l jobspec.Limits) (wire.Request, error) {
 			sc, err := screenshotFor(v, l)
 			if err != nil {

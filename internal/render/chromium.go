@@ -159,6 +159,7 @@ func browserFor(in inputFile, v Values, l jobspec.Limits, page string) (*wire.Br
 	if in.Site != "" {
 		b.Site, b.PagePath = in.Site, in.Entry
 	}
+	b.URL = in.URL
 	if expr := v.String("wait_for_expression"); expr != "" && !b.JavaScript {
 		return nil, fmt.Errorf("%w: wait_for_expression needs javascript: true", ErrInvalidOptions)
 	}

@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,6 +72,9 @@ type Renderer struct {
 	// rules names the renderer whose output rule applies, when not this
 	// one's (a chain's last step).
 	rules string
+	// urls: the renderer takes a URL for its page (input_type TypeURL),
+	// which the host's broker fetches for it (wire.Browser's URL).
+	urls bool
 }
 
 // inputFile is the input as the sandbox sees it.
@@ -85,6 +90,8 @@ type inputFile struct {
 	// Name is the job's output_name, "" when the renderer names its
 	// outputs (markdown-pdf's title falls back to it).
 	Name string
+	// URL is the page's, when the input is one (TypeURL).
+	URL string
 }
 
 // page is the file the renderer starts from.
@@ -255,6 +262,9 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 	if err != nil {
 		return nil, err
 	}
+	if declared == TypeURL {
+		return r.prepareURL(input, vals, lim, limits, outputName)
+	}
 	sniffed, err := sniff(input)
 	if err != nil {
 		return nil, err
@@ -307,6 +317,11 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 	case vals.Has("entry") || vals.Has("stylesheet"):
 		return nil, fmt.Errorf("%w: entry and stylesheet name files of a ZIP or of several file parts; the input is one %s file", ErrInvalidOptions, got)
 	}
+	return r.planFor(in, unpack, input, vals, lim, limits)
+}
+
+// planFor builds the plan of a validated input.
+func (r *Renderer) planFor(in inputFile, unpack *wire.Unpack, input []byte, vals Values, lim jobspec.Limits, limits LimitRequest) (*Plan, error) {
 	req, err := r.build(in, vals, lim)
 	if err != nil {
 		return nil, err
@@ -315,11 +330,58 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 	req.Mode = wire.ModeRender
 	req.InputName = path.Base(in.Path)
 	req.InputSize = int64(len(input))
-	plan := &Plan{Renderer: r, InputType: got, Options: vals, Limits: lim, Request: limits, Job: jobspec.Job{Request: req, Limits: lim}}
+	plan := &Plan{Renderer: r, InputType: in.Type, Options: vals, Limits: lim, Request: limits, Job: jobspec.Job{Request: req, Limits: lim}}
 	if r.plan != nil {
 		r.plan(plan)
 	}
 	return plan, nil
+}
+
+// TypeURL is the input type of a page given by its URL (the API's url):
+// the input is the URL itself, which the page is loaded from through the
+// host's broker.
+const TypeURL = "text/uri-list"
+
+// MaxURL bounds a page's URL.
+const MaxURL = 2048
+
+// CheckURL checks a page's URL: absolute http or https, a host, no
+// credentials, at most MaxURL bytes. Where it may lead is the broker's
+// policy, on the worker.
+func CheckURL(raw string) error {
+	if len(raw) > MaxURL {
+		return fmt.Errorf("%w: url is over %d bytes", ErrInvalidInput, MaxURL)
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: url is not a URL", ErrInvalidInput)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%w: url's scheme %s: only http and https pages are fetched", ErrInvalidInput, strconv.Quote(u.Scheme))
+	case u.Host == "":
+		return fmt.Errorf("%w: url has no host", ErrInvalidInput)
+	case u.User != nil:
+		return fmt.Errorf("%w: url carries credentials, which are not sent", ErrInvalidInput)
+	case !wire.FetchableURL(raw):
+		return fmt.Errorf("%w: url is not a URL", ErrInvalidInput)
+	}
+	return nil
+}
+
+// prepareURL is prepare for a page given by its URL.
+func (r *Renderer) prepareURL(input []byte, vals Values, lim jobspec.Limits, limits LimitRequest, outputName string) (*Plan, error) {
+	if !r.urls {
+		return nil, fmt.Errorf("%w: %s does not take a url (html-pdf and html-png do)", ErrUnsupportedInput, r.Name)
+	}
+	raw := string(input)
+	if err := CheckURL(raw); err != nil {
+		return nil, err
+	}
+	if vals.Has("entry") || vals.Has("stylesheet") {
+		return nil, fmt.Errorf("%w: entry and stylesheet name files of a ZIP or of several file parts; the input is a url", ErrInvalidOptions)
+	}
+	in := inputFile{Type: TypeURL, Path: wire.InputDir + "/input.url", Name: outputName, URL: raw}
+	return r.planFor(in, nil, input, vals, lim, limits)
 }
 
 // PrepareJSON is Prepare with options and limits as raw JSON objects (as
