@@ -1,0 +1,278 @@
+//go:build !unit
+
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// pageOrigin serves a page that pulls a stylesheet, a web font, an image,
+// an iframe and, from its script, JSON with fetch(): each fills its own
+// 100×100 square of a 400×100 strip with its own colour. It listens on
+// host, which the test allows by CIDR (every address here is private).
+func pageOrigin(t *testing.T, host, canary string) (base string, hits func(string) int) {
+	t.Helper()
+	font, err := os.ReadFile("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+	if err != nil {
+		t.Skipf("no font to serve: %v", err)
+	}
+	var green bytes.Buffer
+	img := image.NewRGBA(image.Rect(0, 0, 100, 100))
+	for i := range img.Pix {
+		img.Pix[i] = []byte{0, 200, 0, 255}[i%4]
+	}
+	_ = png.Encode(&green, img)
+	page := func(imgSrc string) string {
+		return `<!doctype html><html><head><link rel="stylesheet" href="/style.css"></head><body>
+<div id="css"></div><img id="img" src="` + imgSrc + `"><iframe id="frame" src="/frame.html"></iframe><div id="js"></div>
+<p id="font">Brokered</p>
+<script>fetch('/data.json').then(r => r.json()).then(d => { document.getElementById('js').style.background = d.colour; document.body.dataset.fetched = '1'; });</script>
+</body></html>`
+	}
+	files := map[string]struct{ ctype, body string }{
+		"/index.html":   {"text/html; charset=utf-8", page("/green.png")},
+		"/missing.html": {"text/html; charset=utf-8", page("/gone.png")},
+		"/style.css": {"text/css", `@font-face { font-family: Brokered; src: url(/font.ttf); }
+body { margin: 0; } div, img, iframe { position: absolute; top: 0; width: 100px; height: 100px; border: 0; }
+#css { left: 0; background: rgb(255, 0, 0); } #img { left: 100px; } #frame { left: 200px; } #js { left: 300px; }
+#font { position: absolute; top: 120px; font-family: Brokered; }`},
+		"/green.png":  {"image/png", green.String()},
+		"/frame.html": {"text/html", `<!doctype html><body style="margin:0;background:rgb(0,0,255)"></body>`},
+		"/data.json":  {"application/json", `{"colour": "rgb(255, 255, 0)"}`},
+		"/font.ttf":   {"font/ttf", string(font)},
+		"/refusals.html": {"text/html", `<!doctype html><body style="background:rgb(0,200,0)">
+<img src="file:///etc/passwd"><img src="` + canary + `/loopback.png"><img src="http://169.254.169.254/latest/meta-data/">
+<img src="/redirect.png"></body>`},
+	}
+	var count pathCounter
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatalf("listening on %s: %v", host, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		count.add(r.URL.Path)
+		if r.URL.Path == "/redirect.png" {
+			http.Redirect(w, r, canary+"/redirected.png", http.StatusFound)
+			return
+		}
+		f, ok := files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", f.ctype)
+		w.Header().Set("Set-Cookie", "session=NEVERSEEN")
+		_, _ = w.Write([]byte(f.body))
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String(), count.get
+}
+
+// pathCounter counts requests by path.
+type pathCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *pathCounter) add(p string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[p]++
+}
+
+func (c *pathCounter) get(p string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[p]
+}
+
+// canaryServer counts every connection to it: nothing may reach it.
+func canaryServer(t *testing.T) (base string, hits *atomic.Int64) {
+	t.Helper()
+	hits = &atomic.Int64{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				hits.Add(1)
+			}
+		}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String(), hits
+}
+
+type urlJobView struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Outputs []struct {
+		URL string `json:"url"`
+	} `json:"outputs"`
+	Diagnostics struct {
+		RefusedRequests []string `json:"refused_requests"`
+		MissingFiles    []string `json:"missing_files"`
+		Fetched         []struct {
+			URL     string `json:"url"`
+			Status  int    `json:"status"`
+			Bytes   int64  `json:"bytes"`
+			Ms      int64  `json:"ms"`
+			Refused string `json:"refused"`
+		} `json:"fetched"`
+	} `json:"diagnostics"`
+}
+
+func submitURL(t *testing.T, c *client, key, renderer, url string, options map[string]any) (*response, urlJobView) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"renderer": renderer, "url": url, "options": options})
+	r := c.do("POST", "/v1/jobs?wait=60", key, "application/json", b, nil)
+	var j urlJobView
+	if r.Status < 300 {
+		r.json(t, &j)
+		for j.State == "queued" || j.State == "running" {
+			g := c.do("GET", "/v1/jobs/"+j.ID+"?wait=60", key, "", nil, nil)
+			j = urlJobView{}
+			g.json(t, &j)
+		}
+		g := c.do("GET", "/v1/jobs/"+j.ID, key, "", nil, nil)
+		j = urlJobView{}
+		g.json(t, &j)
+	}
+	return r, j
+}
+
+// A page given by its URL renders through the host's broker with all it
+// pulls — stylesheet, web font, image, iframe, a script's fetch — while
+// its sandbox has no network; with fail_on_resource_error a 404 among
+// its assets fails the job naming it; what the policy refuses (file://,
+// loopback, the metadata address, a redirect to a disallowed address)
+// fails in the page with its reason and reaches nothing.
+func TestURLPageEndToEnd(t *testing.T) {
+	canary, canaryHits := canaryServer(t)
+	base, hits := pageOrigin(t, "127.0.0.3", canary)
+	remote := []string{"-remote-content", "-remote-allow", "127.0.0.3/32"}
+	s := newStack(t, stackOpts{apiArgs: []string{"-remote-content"}, workerArgs: remote})
+	c, key := s.client, s.key("url")
+
+	t.Run("everything the page pulls", func(t *testing.T) {
+		t0 := time.Now()
+		r, j := submitURL(t, c, key, "html-png", base+"/index.html", map[string]any{
+			"width": 400, "height": 200, "javascript": true,
+			"wait_for_expression": "document.body.dataset.fetched === '1' && document.fonts.check('16px Brokered')",
+		})
+		if r.Status >= 300 || j.State != "succeeded" {
+			t.Fatalf("url job: %d %s; %s %+v", r.Status, r.Body, j.State, j.Error)
+		}
+		t.Logf("the job took %s", time.Since(t0))
+		out := c.do("GET", j.Outputs[0].URL, key, "", nil, nil)
+		img, err := png.Decode(bytes.NewReader(out.Body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []struct {
+			what string
+			x    int
+			want color.RGBA
+		}{
+			{"the stylesheet's red", 50, color.RGBA{255, 0, 0, 255}},
+			{"the image's green", 150, color.RGBA{0, 200, 0, 255}},
+			{"the iframe's blue", 250, color.RGBA{0, 0, 255, 255}},
+			{"the fetched JSON's yellow", 350, color.RGBA{255, 255, 0, 255}},
+		} {
+			r, g, b, _ := img.At(p.x, 50).RGBA()
+			if d := absDiff(r>>8, p.want.R) + absDiff(g>>8, p.want.G) + absDiff(b>>8, p.want.B); d > 24 {
+				t.Errorf("pixel (%d,50) is %d,%d,%d; want %s", p.x, r>>8, g>>8, b>>8, p.what)
+			}
+		}
+		for _, path := range []string{"/index.html", "/style.css", "/font.ttf", "/green.png", "/frame.html", "/data.json"} {
+			if hits(path) == 0 {
+				t.Errorf("the origin never served %s", path)
+			}
+		}
+		var fetched []string
+		for _, f := range j.Diagnostics.Fetched {
+			fetched = append(fetched, fmt.Sprintf("%s %d %dB %dms", f.URL, f.Status, f.Bytes, f.Ms))
+		}
+		t.Logf("fetched: %s", strings.Join(fetched, "; "))
+		if len(j.Diagnostics.Fetched) < 6 {
+			t.Errorf("diagnostics list %d fetches, want each of the page's 6", len(j.Diagnostics.Fetched))
+		}
+	})
+
+	t.Run("fail_on_resource_error names a 404", func(t *testing.T) {
+		_, j := submitURL(t, c, key, "html-png", base+"/missing.html", map[string]any{"fail_on_resource_error": true})
+		if j.State != "failed" || j.Error == nil || j.Error.Code != "render_failed" || !strings.Contains(j.Error.Message, base+"/gone.png (404)") {
+			t.Fatalf("job %s %+v, want render_failed naming %s/gone.png", j.State, j.Error, base)
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		_, j := submitURL(t, c, key, "html-pdf", base+"/refusals.html", nil)
+		if j.State != "succeeded" {
+			t.Fatalf("job %s %+v", j.State, j.Error)
+		}
+		reasons := map[string]string{}
+		for _, f := range j.Diagnostics.Fetched {
+			reasons[f.URL] = f.Refused
+		}
+		for u, want := range map[string]string{
+			canary + "/loopback.png":                  "address",
+			"http://169.254.169.254/latest/meta-data/": "address",
+			base + "/redirect.png":                    "address",
+		} {
+			if reasons[u] != want {
+				t.Errorf("%s: refused %q, want %q (fetched: %+v)", u, reasons[u], want, j.Diagnostics.Fetched)
+			}
+		}
+		if len(j.Diagnostics.RefusedRequests) < 3 {
+			t.Errorf("refused_requests %q, want the three with their reasons", j.Diagnostics.RefusedRequests)
+		}
+		for _, f := range j.Diagnostics.Fetched {
+			if strings.HasPrefix(f.URL, "file:") && f.Refused == "" {
+				t.Errorf("file:// was fetched: %+v", f)
+			}
+		}
+		// The page itself on a disallowed address: the job fails, refused.
+		_, j = submitURL(t, c, key, "html-pdf", canary+"/page.html", nil)
+		if j.State != "failed" || j.Error == nil || j.Error.Code != "render_failed" || !strings.Contains(j.Error.Message, "refused: address") {
+			t.Errorf("a loopback page: %s %+v, want render_failed, refused", j.State, j.Error)
+		}
+		// file:// is no page's URL at all.
+		if r, _ := submitURL(t, c, key, "html-pdf", "file:///etc/passwd", nil); r.Status != 400 {
+			t.Errorf("a file:// url: %d %s, want 400", r.Status, r.Body)
+		}
+		if n := canaryHits.Load(); n != 0 {
+			t.Errorf("the canary on loopback saw %d connections", n)
+		}
+	})
+}
+
+func absDiff(a uint32, b uint8) uint32 {
+	if a > uint32(b) {
+		return a - uint32(b)
+	}
+	return uint32(b) - a
+}
