@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"archive/zip"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,9 +241,9 @@ func TestURLPageEndToEnd(t *testing.T) {
 			reasons[f.URL] = f.Refused
 		}
 		for u, want := range map[string]string{
-			canary + "/loopback.png":                  "address",
+			canary + "/loopback.png":                   "address",
 			"http://169.254.169.254/latest/meta-data/": "address",
-			base + "/redirect.png":                    "address",
+			base + "/redirect.png":                     "address",
 		} {
 			if reasons[u] != want {
 				t.Errorf("%s: refused %q, want %q (fetched: %+v)", u, reasons[u], want, j.Diagnostics.Fetched)
@@ -275,4 +277,70 @@ func absDiff(a uint32, b uint8) uint32 {
 		return a - uint32(b)
 	}
 	return uint32(b) - a
+}
+
+// The broker's cost: a page of 20 images rendered from its URL against the
+// same page uploaded as a ZIP, three of each, the medians of the jobs'
+// run times (started to finished) logged for docs/security.md.
+func TestURLPageCostPerSubresource(t *testing.T) {
+	if os.Getenv("RENDERBOX_URL_FIGURES") == "" {
+		t.Skip("a measurement: RENDERBOX_URL_FIGURES=1 runs it")
+	}
+	const n = 20
+	var page strings.Builder
+	page.WriteString(`<!doctype html><body style="margin:0">`)
+	files := map[string][]byte{}
+	for i := range n {
+		var b bytes.Buffer
+		img := image.NewRGBA(image.Rect(0, 0, 40, 40))
+		for j := range img.Pix {
+			img.Pix[j] = byte(i*10 + j%4)
+		}
+		_ = png.Encode(&b, img)
+		name := fmt.Sprintf("img%d.png", i)
+		files["/"+name] = b.Bytes()
+		fmt.Fprintf(&page, `<img src="%s">`, name)
+	}
+	files["/index.html"] = []byte(page.String())
+	base, _ := fileServer(t, "127.0.0.3", files)
+	s := newStack(t, stackOpts{apiArgs: []string{"-remote-content"}, workerArgs: []string{"-remote-content", "-remote-allow", "127.0.0.3/32"}})
+	c, key := s.client, s.key("figures")
+	var zb bytes.Buffer
+	zw := zip.NewWriter(&zb)
+	for name, b := range files {
+		w, _ := zw.Create(strings.TrimPrefix(name, "/"))
+		_, _ = w.Write(b)
+	}
+	_ = zw.Close()
+	runTime := func(id string) time.Duration {
+		var j struct {
+			StartedAt, FinishedAt time.Time
+		}
+		var raw struct {
+			StartedAt  time.Time `json:"started_at"`
+			FinishedAt time.Time `json:"finished_at"`
+		}
+		c.do("GET", "/v1/jobs/"+id, key, "", nil, nil).json(t, &raw)
+		j.StartedAt, j.FinishedAt = raw.StartedAt, raw.FinishedAt
+		return j.FinishedAt.Sub(j.StartedAt)
+	}
+	median := func(ds []time.Duration) time.Duration {
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	var byURL, byZIP []time.Duration
+	for range 3 {
+		_, j := submitURL(t, c, key, "html-png", base+"/index.html", nil)
+		if j.State != "succeeded" {
+			t.Fatalf("url: %s %+v", j.State, j.Error)
+		}
+		byURL = append(byURL, runTime(j.ID))
+		r, jz := submitJSON(t, c, key, "html-png", zb.Bytes(), nil, "?wait=60", nil)
+		if r.Status >= 300 || jz.State != "succeeded" {
+			t.Fatalf("zip: %d %s", r.Status, r.Body)
+		}
+		byZIP = append(byZIP, runTime(jz.ID))
+	}
+	mu, mz := median(byURL), median(byZIP)
+	t.Logf("a page of %d images: by url %s (%v), as a ZIP %s (%v); %.1f ms a subresource", n, mu, byURL, mz, byZIP, float64((mu-mz).Microseconds())/1000/float64(n+1))
 }
