@@ -280,6 +280,12 @@ func TestDownloadFromReachesOnlyAllowedAddresses(t *testing.T) {
 		if a.status != 400 || a.code != "download_refused" || len(p.Fetched) != 1 || p.Fetched[0]["refused"] != "address" {
 			t.Errorf("%s: %d %s, want 400 download_refused, the fetch recorded as refused (address)", name, a.status, a.body)
 		}
+		if len(p.Fetched) != 1 {
+			continue
+		}
+		if redirects, _ := p.Fetched[0]["redirects"].([]any); name == "redirect to private" && (len(redirects) != 1 || redirects[0] != "http://"+canary.Addr()+"/x.docx") {
+			t.Errorf("%s: the fetch records redirects %v, want the refused one", name, p.Fetched[0]["redirects"])
+		}
 	}
 	if n := canary.Hits(); n != 0 {
 		t.Errorf("the canary saw %d connections", n)

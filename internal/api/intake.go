@@ -17,6 +17,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/wire"
 )
@@ -92,7 +93,7 @@ func (b *boundedBody) tighten(limit int64) error {
 }
 
 func (b *boundedBody) tooLarge() error {
-	return fmt.Errorf("%w: the request body is over %d bytes", errBodyTooLarge, b.limit)
+	return fmt.Errorf("%w: the request body is over %s", errBodyTooLarge, bytesize.String(b.limit))
 }
 
 // inputBuffer holds the decoded input, refusing bytes past max.
@@ -127,7 +128,7 @@ func (ib *inputBuffer) tighten(max int64, who string) error {
 }
 
 func (ib *inputBuffer) tooLarge() error {
-	return fmt.Errorf("%w: the input is over %d bytes, the most %s accepts", render.ErrInputTooLarge, ib.max, ib.who)
+	return fmt.Errorf("%w: the input is over %s, the most %s accepts", render.ErrInputTooLarge, bytesize.String(ib.max), ib.who)
 }
 
 // intake is one submission being read.
@@ -218,7 +219,7 @@ func readErr(what string, err error) error {
 }
 
 func fieldTooLarge(name string) error {
-	return fmt.Errorf("%w: the %s field is over %d bytes", errFieldTooLarge, name, maxFieldBytes)
+	return fmt.Errorf("%w: the %s field is over %s", errFieldTooLarge, name, bytesize.String(maxFieldBytes))
 }
 
 // readSubmission reads a multipart or JSON submission. Errors wrap
@@ -240,8 +241,8 @@ func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render
 	// a client that waits for it never sends the body and reads the 413
 	// whole. The renderer is inside the body, so the bound is the route's.
 	if r.ContentLength > in.body.limit {
-		return nil, nil, fmt.Errorf("%w: the request body is declared as %d bytes (Content-Length), over the %d bytes a submission may be; each renderer's max_input_bytes is in GET /v1/renderers",
-			errBodyTooLarge, r.ContentLength, in.body.limit)
+		return nil, nil, fmt.Errorf("%w: the request body is declared as %s (Content-Length), over the %s a submission may be; each renderer's max_input_bytes is in GET /v1/renderers",
+			errBodyTooLarge, bytesize.String(r.ContentLength), bytesize.String(in.body.limit))
 	}
 	if in.json {
 		err = in.readJSON()
@@ -283,6 +284,9 @@ func (in *intake) readMultipart(boundary string) error {
 			return readErr("reading the multipart body", err)
 		}
 		name := part.FormName()
+		if name == "file" {
+			in.sub.Files++
+		}
 		if name == "file" && in.seen["file"] {
 			// Several files: the page and what it loads.
 			if err := in.addFile(part); err != nil {

@@ -145,7 +145,7 @@ type Config struct {
 func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
 	fs.StringVar(&c.PublicURL, "public-url", "", "base URL clients reach the API at (https://render.example.com, a path prefix allowed): Location, output and webhook URLs are absolute under it (default: relative)")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9090", `serve /metrics here, apart from the API ("" disables)`)
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", DefaultMetricsAddr, `serve Prometheus /metrics on this address, apart from the API; the default is loopback, so only this host can scrape it ("" disables)`)
 	c.Redis.Bind(fs)
 	fs.DurationVar(&c.WorkerHeartbeatTimeout, "worker-heartbeat-timeout", 30*time.Second, "/readyz answers 503 when no worker has sent a heartbeat within this (a few of the workers' -heartbeat-interval)")
 	c.bindLedger(fs)
@@ -305,6 +305,10 @@ func (c Config) validate() error {
 	return nil
 }
 
+// DefaultMetricsAddr is where api serve serves /metrics unless told:
+// loopback, apart from the API's own address.
+const DefaultMetricsAddr = "127.0.0.1:9090"
+
 const usage = `usage: api [serve] [flags]    serve the API (the default command; "api -addr …" is "api serve -addr …")
        api keys create [-admin] [-create] [-db FILE|URL | -db-file F] NAME
        api keys revoke [-db …] ID
@@ -329,7 +333,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch cmd {
 	case "serve":
-		err = serve(ctx, args, stdout)
+		err = serve(ctx, args, stdout, stderr)
 	case "keys":
 		err = keys(ctx, args, stdout, stderr)
 	case "help":
@@ -409,7 +413,10 @@ func (c *Config) settle(fs *flag.FlagSet) error {
 	return c.resolveDB(fs)
 }
 
-func serve(ctx context.Context, args []string, stdout io.Writer) error {
+// serve runs the API until ctx ends, its log JSON on stderr; a clean stop
+// is logged from its start ("api stopping") to its end ("api stopped",
+// once requests have finished and the ledger is closed).
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	var c Config
 	fs, version := serveFlags(&c)
 	if err := fs.Parse(args); err != nil {
@@ -432,7 +439,13 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	// Deferred first, so it runs last: after the ledger and Redis close.
+	defer func() {
+		if err == nil {
+			log.Info("api stopped")
+		}
+	}()
 	// serve's log is JSON from its first line to its last: the standard
 	// library's (net/http's) and go-redis's messages too.
 	slog.SetDefault(log)
@@ -497,11 +510,16 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 			log.Error("delivering webhooks", "err", err)
 		}
 	}()
+	shutdownDone := make(chan struct{})
 	go func() {
+		defer close(shutdownDone)
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		log.Info("api stopping: no new requests; finishing those in flight", "timeout_seconds", shutdownTimeout.Seconds())
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("requests still in flight at the shutdown timeout were cut off", "err", err)
+		}
 		if msrv != nil {
 			_ = msrv.Shutdown(sctx)
 		}
@@ -532,8 +550,14 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		cancel()
 		return err
 	}
+	// Serve returns as Shutdown begins; the requests in flight end here.
+	<-shutdownDone
 	return nil
 }
+
+// shutdownTimeout is how long requests in flight may finish once serve's
+// context ends.
+const shutdownTimeout = 10 * time.Second
 
 func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {

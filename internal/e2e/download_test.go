@@ -3,9 +3,14 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,9 +20,10 @@ import (
 )
 
 // fileServer serves files on host (a loopback address the API is told to
-// allow: every address a test can listen on is non-public), recording the
-// Authorization each request carried.
-func fileServer(t *testing.T, host string, files map[string][]byte) (base string, auth chan string) {
+// allow: every address a test can listen on is non-public), and redirects
+// the paths of redirects to their URLs, recording the Authorization each
+// request for a file carried.
+func fileServer(t *testing.T, host string, files map[string][]byte, redirects map[string]string) (base string, auth chan string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
@@ -25,6 +31,10 @@ func fileServer(t *testing.T, host string, files map[string][]byte) (base string
 	}
 	auth = make(chan string, 16)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if to, ok := redirects[r.URL.Path]; ok {
+			http.Redirect(w, r, to, http.StatusFound)
+			return
+		}
 		b, ok := files[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)
@@ -59,7 +69,9 @@ func downloadSubmit(t *testing.T, c *client, key, renderer, query string, specs 
 // -remote-content refuses the same job naming the setting.
 func TestDownloadFromEndToEnd(t *testing.T) {
 	m := testenv.Manager(t, sandbox.Config{})
-	base, auth := fileServer(t, "127.0.0.3", map[string][]byte{"/reports/harvest.docx": samples.DOCX("Harvest fetched on the host")})
+	big := make([]byte, 60_000_000) // over office-pdf's 50 MiB input limit
+	copy(big, samples.DOCX("too large"))
+	base, auth := fileServer(t, "127.0.0.3", map[string][]byte{"/reports/harvest.docx": samples.DOCX("Harvest fetched on the host"), "/big.docx": big}, nil)
 	s := newStack(t, stackOpts{apiArgs: []string{"-remote-content", "-remote-allow", "127.0.0.3/32"}})
 	c, key := s.client, s.key("download")
 	r, j := downloadSubmit(t, c, key, "office-pdf", "?wait=60",
@@ -100,6 +112,36 @@ func TestDownloadFromEndToEnd(t *testing.T) {
 	r, _ = downloadSubmit(t, c, key, "office-pdf", "", map[string]any{"url": s.base + "/healthz"})
 	if r.Status != 400 || r.problemCode(t) != "download_refused" || !strings.Contains(string(r.Body), `"refused":"address"`) {
 		t.Errorf("a loopback URL: %d %s, want 400 download_refused", r.Status, r.Body)
+	}
+
+	// The CLI: -download-from renders the DOCX; the 60 MB file is refused
+	// at the bound, exit 4 with the server's reason.
+	cli := func(args ...string) (stdout, stderr string, code int) {
+		cmd := exec.Command(filepath.Join(bins, "renderbox"), args...)
+		cmd.Env = append(os.Environ(), "RENDERBOX_CONFIG="+filepath.Join(t.TempDir(), "none.json"), "RENDERBOX_SERVER="+s.base, "RENDERBOX_KEY="+key)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return o.String(), e.String(), code
+	}
+	out := t.TempDir()
+	stdout, stderr, code := cli("render", "-r", "office-pdf", "-o", out, "-download-from", base+"/reports/harvest.docx")
+	if code != 0 {
+		t.Fatalf("renderbox render -download-from: exit %d\n%s%s", code, stdout, stderr)
+	}
+	pdf, err := os.ReadFile(strings.TrimSpace(stdout))
+	if err != nil || !strings.Contains(testenv.PDFText(t, m, pdf), "Harvest fetched on the host") {
+		t.Errorf("the CLI's PDF (%v) lacks the fetched document's text", err)
+	}
+	<-auth
+	if _, stderr, code := cli("render", "-r", "office-pdf", "-o", out, "-download-from", base+"/big.docx"); code != 4 || !strings.Contains(stderr, "input_too_large") {
+		t.Errorf("renderbox render -download-from a 60 MB file: exit %d, %q; want 4 and input_too_large", code, stderr)
 	}
 
 	off := newStack(t, stackOpts{noWorker: true})

@@ -302,7 +302,7 @@ func TestURLPageCostPerSubresource(t *testing.T) {
 		fmt.Fprintf(&page, `<img src="%s">`, name)
 	}
 	files["/index.html"] = []byte(page.String())
-	base, _ := fileServer(t, "127.0.0.3", files)
+	base, _ := fileServer(t, "127.0.0.3", files, nil)
 	s := newStack(t, stackOpts{apiArgs: []string{"-remote-content"}, workerArgs: []string{"-remote-content", "-remote-allow", "127.0.0.3/32"}})
 	c, key := s.client, s.key("figures")
 	var zb bytes.Buffer

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -131,7 +130,40 @@ type Fetcher struct {
 // New returns a Fetcher dialing through d, each job bounded by l; m may be
 // nil.
 func New(d *egress.Dialer, l Limits, m *Metrics) *Fetcher {
-	return &Fetcher{client: egress.NewClient(d, egress.TransportOptions{}), policy: d.Policy, limits: l.WithDefaults(), metrics: m}
+	c := egress.NewClient(d, egress.TransportOptions{})
+	check := c.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		// Each redirect's target is recorded, the one refused included,
+		// and is a request of the job's budget.
+		if f, ok := req.Context().Value(fetchKey{}).(*inFlight); ok {
+			f.hops = append(f.hops, Redact(req.URL.String()))
+			if err := f.s.spend(); err != nil {
+				return err
+			}
+		}
+		return check(req, via)
+	}
+	return &Fetcher{client: c, policy: d.Policy, limits: l.WithDefaults(), metrics: m}
+}
+
+// fetchKey keys a fetch's inFlight in its request's context.
+type fetchKey struct{}
+
+// inFlight is one fetch as its redirects see it.
+type inFlight struct {
+	s    *Session
+	hops []string
+}
+
+// spend takes a request from the budget.
+func (s *Session) spend() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.requests >= s.f.limits.MaxRequests {
+		return newBudgetError(ReasonRequests, fmt.Sprintf("the job's %d requests are spent", s.f.limits.MaxRequests))
+	}
+	s.requests++
+	return nil
 }
 
 // Limits are the fetcher's bounds, defaults filled.
@@ -139,12 +171,15 @@ func (f *Fetcher) Limits() Limits { return f.limits }
 
 // Record is one fetch as a job's diagnostics show it.
 type Record struct {
-	URL     string `json:"url"` // without credentials (Redact)
-	Status  int    `json:"status,omitempty"`
-	Bytes   int64  `json:"bytes"`
-	Ms      int64  `json:"ms"`
-	Refused string `json:"refused,omitempty"` // the refusal's reason
-	Error   string `json:"error,omitempty"`
+	URL    string `json:"url"` // without credentials (Redact)
+	Status int    `json:"status,omitempty"`
+	Bytes  int64  `json:"bytes"`
+	// Redirects are the URLs redirected to, in order (Redact), the last
+	// the one refused when a redirect was.
+	Redirects []string `json:"redirects,omitempty"`
+	Ms        int64    `json:"ms"`
+	Refused   string   `json:"refused,omitempty"` // the refusal's reason
+	Error     string   `json:"error,omitempty"`
 }
 
 // Session is one job's fetches: its budget and its records.
@@ -196,8 +231,9 @@ type Response struct {
 func (s *Session) Fetch(ctx context.Context, req Request, w io.Writer) (*Response, error) {
 	start := time.Now()
 	rec := Record{URL: Redact(req.URL)}
-	resp, n, err := s.fetch(ctx, req, w)
-	rec.Bytes, rec.Ms = n, time.Since(start).Milliseconds()
+	f := &inFlight{s: s}
+	resp, n, err := s.fetch(context.WithValue(ctx, fetchKey{}, f), req, w)
+	rec.Bytes, rec.Ms, rec.Redirects = n, time.Since(start).Milliseconds(), f.hops
 	if resp != nil {
 		rec.Status = resp.Status
 	}
@@ -241,17 +277,20 @@ func (s *Session) fetch(ctx context.Context, req Request, w io.Writer) (*Respons
 	l := s.f.limits
 	u, err := url.Parse(req.URL)
 	if err != nil {
-		return nil, 0, fmt.Errorf("not a URL: %v", strings.TrimPrefix(err.Error(), "parse "+strconvQuote(req.URL)+": "))
+		// Not quoted back: the text may hold credentials.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, 0, fmt.Errorf("not a URL: %v", err)
 	}
 	if err := s.f.policy.CheckURL(u); err != nil {
 		return nil, 0, err
 	}
-	s.mu.Lock()
-	if s.requests >= l.MaxRequests {
-		s.mu.Unlock()
-		return nil, 0, newBudgetError(ReasonRequests, fmt.Sprintf("the job's %d requests are spent", l.MaxRequests))
+	if err := s.spend(); err != nil {
+		return nil, 0, err
 	}
-	s.requests++
+	s.mu.Lock()
 	left := l.MaxBytes - s.bytes
 	s.mu.Unlock()
 	max, reason := l.MaxResponseBytes, ReasonTooLarge
@@ -321,8 +360,6 @@ func (s *Session) fetch(ctx context.Context, req Request, w io.Writer) (*Respons
 // UserAgent is sent unless the request names its own.
 const UserAgent = "renderbox-fetch/1"
 
-func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
-
 // trackedWriter keeps the error of the caller's writer, which Fetch
 // returns as it is; a body's read errors are worded as such.
 type trackedWriter struct {
@@ -363,10 +400,7 @@ func clientError(ctx context.Context, err error) error {
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
-		if len(raw) > 64 {
-			raw = raw[:64] + "…"
-		}
-		return "(not a URL) " + strings.ToValidUTF8(raw, "?")
+		return "(not a URL)"
 	}
 	u.User = nil
 	if u.RawQuery != "" {

@@ -39,6 +39,12 @@ func origin(t *testing.T) *httptest.Server {
 		_, _ = io.WriteString(w, "short")
 	})
 	mux.HandleFunc("/missing", http.NotFound)
+	mux.HandleFunc("/hop", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/doc?sig=SECRET", http.StatusFound)
+	})
+	mux.HandleFunc("/to-metadata", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+	})
 	mux.HandleFunc("/trickle", func(w http.ResponseWriter, r *http.Request) {
 		for {
 			if _, err := w.Write([]byte("x")); err != nil {
@@ -150,6 +156,10 @@ func TestFetchRefusalsAndFailures(t *testing.T) {
 			t.Errorf("%s: %v, want refused (%s)", u, err, reason)
 		}
 	}
+	_, err := s.Fetch(context.Background(), Request{URL: "http://user:SECRET@[::1"}, io.Discard)
+	if recs := s.Records(); err == nil || strings.Contains(err.Error(), "SECRET") || strings.Contains(recs[len(recs)-1].URL, "SECRET") {
+		t.Errorf("an unparsable URL: %v, recorded as %q; want refused, its text not repeated", err, recs[len(recs)-1].URL)
+	}
 	s = loopbackFetcher(t, Limits{}, nil).Session()
 	resp, err := s.Fetch(context.Background(), Request{URL: srv.URL + "/missing"}, io.Discard)
 	if err == nil || resp == nil || resp.Status != 404 || ReasonOf(err) != "" || !strings.Contains(err.Error(), "404") {
@@ -182,4 +192,40 @@ func value(c prometheus.Metric) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// A fetch records where it was redirected, and the redirect refused.
+func TestFetchRecordsRedirects(t *testing.T) {
+	srv := origin(t)
+	s := loopbackFetcher(t, Limits{}, nil).Session()
+	if _, err := s.Fetch(context.Background(), Request{URL: srv.URL + "/hop"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Fetch(context.Background(), Request{URL: srv.URL + "/to-metadata"}, io.Discard)
+	recs := s.Records()
+	if ReasonOf(err) != egress.ReasonAddress || len(recs) != 2 {
+		t.Fatalf("a redirect to the metadata address: %v, records %+v", err, recs)
+	}
+	if r := recs[0].Redirects; len(r) != 1 || r[0] != srv.URL+"/doc?sig=redacted" || recs[0].Status != 200 {
+		t.Errorf("followed redirect recorded as %+v", recs[0])
+	}
+	if r := recs[1].Redirects; len(r) != 1 || r[0] != "http://169.254.169.254/latest/meta-data/" || recs[1].Refused != egress.ReasonAddress {
+		t.Errorf("refused redirect recorded as %+v", recs[1])
+	}
+}
+
+// Each redirect is a request of the job's budget.
+func TestRedirectsSpendTheRequestBudget(t *testing.T) {
+	srv := origin(t)
+	s := loopbackFetcher(t, Limits{MaxRequests: 2}, nil).Session()
+	if _, err := s.Fetch(context.Background(), Request{URL: srv.URL + "/hop"}, io.Discard); err != nil {
+		t.Fatalf("one redirect within two requests: %v", err)
+	}
+	if _, err := s.Fetch(context.Background(), Request{URL: srv.URL + "/doc"}, io.Discard); ReasonOf(err) != ReasonRequests {
+		t.Errorf("a third request: %v, want refused (requests)", err)
+	}
+	s = loopbackFetcher(t, Limits{MaxRequests: 1}, nil).Session()
+	if _, err := s.Fetch(context.Background(), Request{URL: srv.URL + "/hop"}, io.Discard); ReasonOf(err) != ReasonRequests {
+		t.Errorf("a redirect past the budget: %v, want refused (requests)", err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -42,7 +43,7 @@ func classify(e ending) error {
 		return fail(Canceled, e.cause, "the job was canceled")
 	}
 	if errors.Is(e.exchErr, wire.ErrOutputLimit) {
-		return fail(OutputLimit, e.exchErr, "the sandbox sent more than %d bytes or %d files", lim.MaxOutputBytes, lim.MaxOutputFiles)
+		return fail(OutputLimit, e.exchErr, "the sandbox sent more than %s or %d files", bytesize.String(lim.MaxOutputBytes), lim.MaxOutputFiles)
 	}
 	if e.exchErr != nil {
 		switch {
