@@ -221,7 +221,8 @@ type Result struct {
 // errTimeout is the cause of a job context that hit its deadline.
 var errTimeout = errors.New("job deadline exceeded")
 
-// waitGrace is how long the agent may take to exit after answering.
+// waitGrace is how long an agent that did not answer may take to exit,
+// for its status.
 const waitGrace = 2 * time.Second
 
 // Run runs job in a fresh sandbox and destroys the sandbox before
