@@ -20,8 +20,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/bytesize"
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
