@@ -3,7 +3,6 @@ package worker
 import (
 	"errors"
 	"flag"
-	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -43,19 +42,9 @@ func (r RemoteConfig) Fetcher(reg prometheus.Registerer) (*fetch.Fetcher, error)
 	if !r.Enabled {
 		return nil, nil
 	}
-	var p egress.Policy
-	var err error
-	if p.Allow, err = egress.ParseCIDRs(r.Allow); err != nil {
-		return nil, fmt.Errorf("-remote-allow: %w", err)
-	}
-	if p.Deny, err = egress.ParseCIDRs(r.Deny); err != nil {
-		return nil, fmt.Errorf("-remote-deny: %w", err)
-	}
-	if p.AllowHosts, err = egress.ParseHosts(r.AllowHosts); err != nil {
-		return nil, fmt.Errorf("-remote-allow-hosts: %w", err)
-	}
-	if p.DenyHosts, err = egress.ParseHosts(r.DenyHosts); err != nil {
-		return nil, fmt.Errorf("-remote-deny-hosts: %w", err)
+	p, err := egress.ParsePolicy("remote-", r.Allow, r.Deny, r.AllowHosts, r.DenyHosts)
+	if err != nil {
+		return nil, err
 	}
 	if r.MaxRequests < 1 || r.MaxBytes < 1 || r.MaxResponseBytes < 0 {
 		return nil, errors.New("-remote-max-requests and -remote-max-bytes must be at least 1, -remote-max-response-bytes at least 0")
