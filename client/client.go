@@ -281,9 +281,9 @@ type Request struct {
 	DownloadFrom []Download
 	// URL is the page's address, in place of Files (html-pdf, html-png):
 	// the server's worker fetches the page and all it loads.
-	URL string
-	CallbackURL  string
-	OutputName   string
+	URL         string
+	CallbackURL string
+	OutputName  string
 	// IdempotencyKey makes a resubmit return the first job; one is made
 	// when empty, so that retries are safe.
 	IdempotencyKey string
