@@ -334,6 +334,11 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	defer cancel()
 
 	req := job.Request
+	if b := req.Browser; b != nil && b.URL != "" && job.Broker == nil {
+		// Without a broker the page's first request would end the job
+		// as a broken sandbox; this is the host's setting, said so.
+		return &Error{Outcome: RenderFailed, Msg: "a page by URL needs the host's broker, which this host does not run (-remote-content)"}
+	}
 	// The agent is told the limits so an honest one can say output_limit
 	// itself; the host enforces lim whatever the agent does.
 	if req.MaxOutputBytes == 0 {
