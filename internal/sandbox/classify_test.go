@@ -28,7 +28,7 @@ func TestClassify(t *testing.T) {
 		{"timeout", ending{ended: Timeout}, Timeout, "within 5s"},
 		{"timeout before the counters count", ending{ended: Timeout, counters: counters{OOMKills: 1}}, Timeout, "within 5s"},
 		{"canceled", ending{ended: Canceled, cause: context.Canceled}, Canceled, "canceled"},
-		{"host's output cap", ending{exchErr: fmt.Errorf("file 3: %w", wire.ErrOutputLimit)}, OutputLimit, "more than 1048576 bytes or 10 files"},
+		{"host's output cap", ending{exchErr: fmt.Errorf("file 3: %w", wire.ErrOutputLimit)}, OutputLimit, "more than 1 MiB or 10 files"},
 		{"agent's output limit", ending{resp: answered(wire.Result{OutputLimit: true, Error: "too many files"})}, OutputLimit, "too many files"},
 		{"memory limit, no answer", ending{exchErr: eof, counters: counters{OOMKills: 1}}, MemoryLimit, "memory limit of 256 MiB"},
 		{"memory limit, answered", ending{resp: answered(wire.Result{Signal: 9, MaxRSSKiB: 200 << 10}), counters: counters{OOMKills: 2}}, MemoryLimit, "killed at 200 MiB resident"},
