@@ -259,8 +259,15 @@ func drive(br *browser, b *wire.Browser, ic *interceptor) error {
 	if !b.JavaScript {
 		setup = append(setup, cdp.Command{Method: "Emulation.setScriptExecutionDisabled", Params: map[string]any{"value": true}})
 	}
-	if b.Media != "" {
-		setup = append(setup, cdp.Command{Method: "Emulation.setEmulatedMedia", Params: map[string]any{"media": b.Media}})
+	if b.Media != "" || len(b.MediaFeatures) > 0 {
+		features := []map[string]string{}
+		for _, f := range b.MediaFeatures {
+			features = append(features, map[string]string{"name": f.Name, "value": f.Value})
+		}
+		setup = append(setup, cdp.Command{Method: "Emulation.setEmulatedMedia", Params: map[string]any{"media": b.Media, "features": features}})
+	}
+	if b.UserAgent != "" {
+		setup = append(setup, cdp.Command{Method: "Emulation.setUserAgentOverride", Params: map[string]any{"userAgent": b.UserAgent}})
 	}
 	if sc := b.Screenshot; sc != nil {
 		setup = append(setup, cdp.Command{Method: "Emulation.setDeviceMetricsOverride", Params: metrics(sc, sc.Height)})

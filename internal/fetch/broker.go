@@ -3,6 +3,7 @@ package fetch
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"sort"
 
 	"github.com/renderbox/renderbox/internal/wire"
@@ -15,6 +16,9 @@ import (
 type Broker struct {
 	Ctx     context.Context
 	Session *Session
+	// UserAgent, when set, is sent with every request (the page's
+	// user_agent); else the fetcher's own.
+	UserAgent string
 }
 
 // Fetch makes the page's request and answers it.
@@ -26,7 +30,11 @@ func (b Broker) Fetch(req wire.FetchRequest) (wire.FetchAnswer, []byte) {
 		return wire.FetchAnswer{Refused: ReasonMethod, Error: "only GET is fetched for a page"}, nil
 	}
 	var body bytes.Buffer
-	resp, err := b.Session.Fetch(b.Ctx, Request{URL: req.URL, Max: wire.MaxFetchBody}, &body)
+	fr := Request{URL: req.URL, Max: wire.MaxFetchBody}
+	if b.UserAgent != "" {
+		fr.Header = http.Header{"User-Agent": {b.UserAgent}}
+	}
+	resp, err := b.Session.Fetch(b.Ctx, fr, &body)
 	var a wire.FetchAnswer
 	if resp != nil {
 		a.Status = resp.Status

@@ -233,7 +233,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 			return h.end(ctx, log, p, "failed", "internal", "this worker does not fetch for URL pages; its operator turns that on with "+RemoteContentSetting)
 		}
 		fetches = h.Fetcher.Session()
-		plan.Job.Broker = fetch.Broker{Ctx: ctx, Session: fetches}
+		plan.Job.Broker = fetch.Broker{Ctx: ctx, Session: fetches, UserAgent: b.UserAgent}
 	}
 	start := time.Now()
 	done := h.Metrics.start(p.Accepted)
