@@ -55,17 +55,24 @@ body { margin: 0; } div, img, iframe { position: absolute; top: 0; width: 100px;
 		"/frame.html": {"text/html", `<!doctype html><body style="margin:0;background:rgb(0,0,255)"></body>`},
 		"/data.json":  {"application/json", `{"colour": "rgb(255, 255, 0)"}`},
 		"/font.ttf":   {"font/ttf", string(font)},
+		"/scheme.html": {"text/html", `<!doctype html><style>body { margin: 0; background: rgb(255, 255, 255); }
+@media (prefers-color-scheme: dark) { body { background: rgb(0, 0, 0); } }</style><body></body>`},
 		"/refusals.html": {"text/html", `<!doctype html><body style="background:rgb(0,200,0)">
 <img src="file:///etc/passwd"><img src="` + canary + `/loopback.png"><img src="http://169.254.169.254/latest/meta-data/">
 <img src="/redirect.png"></body>`},
 	}
 	var count pathCounter
+	agents := make(chan string, 64)
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatalf("listening on %s: %v", host, err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		count.add(r.URL.Path)
+		select {
+		case agents <- r.URL.Path + " " + r.Header.Get("User-Agent"):
+		default:
+		}
 		if r.URL.Path == "/redirect.png" {
 			http.Redirect(w, r, canary+"/redirected.png", http.StatusFound)
 			return
@@ -81,8 +88,12 @@ body { margin: 0; } div, img, iframe { position: absolute; top: 0; width: 100px;
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
+	uaSeen = agents
 	return "http://" + ln.Addr().String(), count.get
 }
+
+// uaSeen has "PATH USER-AGENT" of each request pageOrigin served.
+var uaSeen chan string
 
 // pathCounter counts requests by path.
 type pathCounter struct {
@@ -228,6 +239,27 @@ func TestURLPageEndToEnd(t *testing.T) {
 		_, j := submitURL(t, c, key, "html-png", base+"/missing.html", map[string]any{"fail_on_resource_error": true})
 		if j.State != "failed" || j.Error == nil || j.Error.Code != "render_failed" || !strings.Contains(j.Error.Message, base+"/gone.png (404)") {
 			t.Fatalf("job %s %+v, want render_failed naming %s/gone.png", j.State, j.Error, base)
+		}
+	})
+
+	t.Run("user_agent and prefers_color_scheme", func(t *testing.T) {
+		for len(uaSeen) > 0 {
+			<-uaSeen
+		}
+		_, j := submitURL(t, c, key, "html-png", base+"/scheme.html", map[string]any{
+			"width": 100, "height": 100, "user_agent": "renderbox-test/1", "prefers_color_scheme": "dark"})
+		if j.State != "succeeded" {
+			t.Fatalf("job %s %+v", j.State, j.Error)
+		}
+		img, err := png.Decode(bytes.NewReader(c.do("GET", j.Outputs[0].URL, key, "", nil, nil).Body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, g, b, _ := img.At(50, 50).RGBA(); r+g+b > 3*0x1000 {
+			t.Errorf("pixel (50,50) is %d,%d,%d; want the dark scheme's black", r>>8, g>>8, b>>8)
+		}
+		if got := <-uaSeen; got != "/scheme.html renderbox-test/1" {
+			t.Errorf("the origin saw %q, want the job's user_agent", got)
 		}
 	})
 
