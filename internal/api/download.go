@@ -159,6 +159,11 @@ func (s *Server) download(ctx context.Context, sub *submission, rd *render.Rende
 	if err != nil {
 		return nil, err
 	}
+	if len(specs) > 1 && !rd.TakesSeveralFiles() {
+		// Refused before any fetch, in the client's terms: several URLs
+		// would be packed into a ZIP the renderer does not take.
+		return nil, fmt.Errorf("%w: %s takes one file, and download_from holds %d URLs; send each in a job of its own", render.ErrUnsupportedInput, rd.Name, len(specs))
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.Remote.Timeout)
 	defer cancel()
 	sess := s.fetcher.Session()
@@ -244,6 +249,8 @@ func downloadProblem(w http.ResponseWriter, err error, recs []fetch.Record) {
 		status, code = http.StatusBadRequest, "download_refused"
 	case errors.Is(err, errBadRequest):
 		status, code = http.StatusBadRequest, "invalid_request"
+	case errors.Is(err, render.ErrUnsupportedInput):
+		status, code = http.StatusBadRequest, "unsupported_input"
 	case !errors.As(err, new(*downloadError)):
 		status, code = http.StatusInternalServerError, "internal"
 	}

@@ -235,6 +235,13 @@ func TestDownloadFromRefusals(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 invalid_request", name, a.status, a.body)
 		}
 	}
+	// Several URLs to a renderer that takes one file: refused before any
+	// fetch (the metrics below count none), in the client's terms.
+	two := downloadJob("pdf-png", map[string]any{"url": o.srv.URL + "/a.pdf"}, map[string]any{"url": o.srv.URL + "/b.pdf"})
+	if a := k.call("POST", "/v1/jobs", "application/json", two); a.status != 400 || a.code != "unsupported_input" ||
+		!strings.Contains(a.detail, "pdf-png takes one file") || strings.Contains(strings.ToLower(a.detail), "zip") {
+		t.Errorf("two URLs to pdf-png: %d %s %q, want 400 unsupported_input saying it takes one file", a.status, a.code, a.detail)
+	}
 	// The operator's metrics count them.
 	msrv := httptest.NewServer(as.MetricsHandler())
 	defer msrv.Close()
