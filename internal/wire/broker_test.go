@@ -75,3 +75,24 @@ func TestFetchFramesAreBounded(t *testing.T) {
 		t.Errorf("an answer over MaxFetchBody: %v", err)
 	}
 }
+
+type blockingBroker chan struct{}
+
+func (b blockingBroker) Fetch(FetchRequest) (FetchAnswer, []byte) {
+	<-b
+	return FetchAnswer{Status: 204}, nil
+}
+
+// An agent that asks for more than MaxFetchesPending at once breaks the
+// protocol: the host does not start another fetch for it.
+func TestPendingFetchesAreBounded(t *testing.T) {
+	var resp bytes.Buffer
+	for i := range MaxFetchesPending + 1 {
+		WriteJSON(&resp, TypeFetch, FetchRequest{ID: uint32(i), Method: "GET", URL: "http://a.test/"})
+	}
+	b := make(blockingBroker)
+	defer close(b)
+	if _, err := ReadResponseTo(&resp, Limits{MaxBytes: 1, MaxFiles: 1, Broker: b, Answers: io.Discard}, nil); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "pending") {
+		t.Errorf("%d fetches at once: %v", MaxFetchesPending+1, err)
+	}
+}

@@ -228,16 +228,22 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	plan.Job.Input = bytes.NewReader(input)
 	defer plan.Close()
 	var fetches *fetch.Session
+	endFetches := func() {}
 	if b := plan.Job.Request.Browser; b != nil && b.URL != "" {
 		if h.Fetcher == nil {
 			return h.end(ctx, log, p, "failed", "internal", "this worker does not fetch for URL pages; its operator turns that on with "+RemoteContentSetting)
 		}
 		fetches = h.Fetcher.Session()
-		plan.Job.Broker = fetch.Broker{Ctx: ctx, Session: fetches, UserAgent: b.UserAgent}
+		// The fetches end with the job's time, or with the job if it
+		// ends sooner: none outlives its sandbox.
+		fctx, cancel := context.WithTimeout(ctx, plan.Limits.Timeout)
+		endFetches = cancel
+		plan.Job.Broker = fetch.Broker{Ctx: fctx, Session: fetches, UserAgent: b.UserAgent}
 	}
 	start := time.Now()
 	done := h.Metrics.start(p.Accepted)
 	ran := h.runner().Run(ctx, log, r, plan, input)
+	endFetches()
 	// Reported while the last sandbox is destroyed: a report that waits
 	// for Redis must not keep the sandbox alive, nor its teardown the report.
 	ret := h.report(ctx, log, p, r, ran, start, fetches)
