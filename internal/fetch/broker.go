@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"net/url"
 	"sort"
 
+	"github.com/renderbox/renderbox/internal/egress"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -19,6 +21,12 @@ type Broker struct {
 	// UserAgent, when set, is sent with every request (the page's
 	// user_agent); else the fetcher's own.
 	UserAgent string
+	// Header (cookies, credentials, the page's extra headers: secrets)
+	// is sent only to hosts Scope matches (egress.MatchHost), never to a
+	// third party the page loads from; a redirect to another host drops
+	// it (egress).
+	Header http.Header
+	Scope  string
 }
 
 // Fetch makes the page's request and answers it.
@@ -31,8 +39,14 @@ func (b Broker) Fetch(req wire.FetchRequest) (wire.FetchAnswer, []byte) {
 	}
 	var body bytes.Buffer
 	fr := Request{URL: req.URL, Max: wire.MaxFetchBody}
+	fr.Header = http.Header{}
 	if b.UserAgent != "" {
-		fr.Header = http.Header{"User-Agent": {b.UserAgent}}
+		fr.Header.Set("User-Agent", b.UserAgent)
+	}
+	if u, err := url.Parse(req.URL); err == nil && len(b.Header) > 0 && b.Scope != "" && egress.MatchHost(b.Scope, u.Hostname()) {
+		for k, vs := range b.Header {
+			fr.Header[k] = vs
+		}
 	}
 	resp, err := b.Session.Fetch(b.Ctx, fr, &body)
 	var a wire.FetchAnswer

@@ -8,10 +8,12 @@
 package render
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"net/url"
 	"path"
 	"slices"
@@ -295,6 +297,11 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 	if declared == TypeURL {
 		return r.prepareURL(input, vals, lim, limits, outputName)
 	}
+	for _, name := range urlOptionNames {
+		if vals.Has(name) {
+			return nil, fmt.Errorf("%w: %s is for a page given by url", ErrInvalidOptions, name)
+		}
+	}
 	if len(input) == 0 {
 		return nil, fmt.Errorf("%w: the file is empty (%s accepts %s)", ErrUnsupportedInput, r.Name, strings.Join(r.Inputs, ", "))
 	}
@@ -401,6 +408,99 @@ func CheckURL(raw string) error {
 	return nil
 }
 
+// urlOptions are what a page given by url sends: to the hosts
+// credentials_host matches (default the url's own), never to a third
+// party. The host adds them to the requests it makes; they never enter
+// the sandbox.
+func urlOptions() []Option {
+	const secret = " A secret: it is not stored with the job, logged or shown back (the job's options read \"" + Redacted + "\"); it goes only to the hosts credentials_host matches."
+	return []Option{
+		secretOpt(patternOpt("cookies", "With url: the Cookie header the page's requests carry, e.g. \"session=abc; theme=dark\"."+secret, `[^\x00-\x1f\x7f]{1,1000}`), "1–1000 characters, no control characters"),
+		secretOpt(patternOpt("extra_http_headers", "With url: headers the page's requests carry, one \"Name: value\" a line."+secret, `[^\x00-\x08\x0b-\x1f\x7f]{1,1000}`), "1–1000 characters, lines of \"Name: value\""),
+		patternOpt("http_username", "With url: the user name of HTTP basic authentication (with http_password).", `[^\x00-\x1f\x7f:]{1,255}`),
+		secretOpt(patternOpt("http_password", "With url: the password of HTTP basic authentication."+secret, `[^\x00-\x1f\x7f]{1,255}`), "1–255 characters, no control characters"),
+		patternOpt("credentials_host", "With url: the hosts cookies, extra_http_headers and the basic authentication go to, a name or *.domain (default: the url's host).", `(\*\.)?[A-Za-z0-9.-]{1,253}`),
+	}
+}
+
+// urlOptionNames are urlOptions' names.
+var urlOptionNames = []string{"cookies", "extra_http_headers", "http_username", "http_password", "credentials_host"}
+
+// forbiddenHeaders are the transport's to set, or cookies' and basic
+// authentication's own options.
+var forbiddenHeaders = map[string]bool{
+	"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Connection": true, "Upgrade": true,
+	"Te": true, "Trailer": true, "Keep-Alive": true, "Proxy-Authorization": true, "Proxy-Connection": true,
+	"Cookie": true, "User-Agent": true,
+}
+
+// pageHeaders parses what urlOptions send; an error names no value.
+func pageHeaders(v Values) (http.Header, error) {
+	h := http.Header{}
+	if raw := v.String("extra_http_headers"); raw != "" {
+		for i, line := range strings.Split(raw, "\n") {
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			name, val, ok := strings.Cut(line, ":")
+			name = http.CanonicalHeaderKey(strings.TrimSpace(name))
+			if !ok || !validHeaderName(name) {
+				return nil, fmt.Errorf("%w: extra_http_headers line %d: want \"Name: value\"", ErrInvalidOptions, i+1)
+			}
+			if forbiddenHeaders[name] {
+				return nil, fmt.Errorf("%w: extra_http_headers line %d: %s is not sent this way (the transport's, or cookies', user_agent's)", ErrInvalidOptions, i+1, name)
+			}
+			h.Add(name, strings.TrimSpace(val))
+		}
+	}
+	if c := v.String("cookies"); c != "" {
+		h.Set("Cookie", c)
+	}
+	user, pass := v.String("http_username"), v.String("http_password")
+	if (user == "") != (pass == "") {
+		return nil, fmt.Errorf("%w: http_username and http_password go together", ErrInvalidOptions)
+	}
+	if user != "" {
+		if h.Get("Authorization") != "" {
+			return nil, fmt.Errorf("%w: extra_http_headers has an Authorization and http_username gives another", ErrInvalidOptions)
+		}
+		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
+	}
+	return h, nil
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r > 0x7e || r <= ' ' || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", r) {
+			return false
+		}
+	}
+	return true
+}
+
+// PageHeaders are the headers a page given by url sends, and the host
+// pattern of the hosts they go to; none for another job.
+func (p *Plan) PageHeaders() (scope string, h http.Header) {
+	b := p.Job.Request.Browser
+	if b == nil || b.URL == "" {
+		return "", nil
+	}
+	h, err := pageHeaders(p.Options)
+	if err != nil || len(h) == 0 {
+		return "", nil
+	}
+	scope = p.Options.String("credentials_host")
+	if scope == "" {
+		if u, err := url.Parse(b.URL); err == nil {
+			scope = u.Hostname()
+		}
+	}
+	return scope, h
+}
+
 // prepareURL is prepare for a page given by its URL.
 func (r *Renderer) prepareURL(input []byte, vals Values, lim jobspec.Limits, limits LimitRequest, outputName string) (*Plan, error) {
 	if !r.urls {
@@ -412,6 +512,9 @@ func (r *Renderer) prepareURL(input []byte, vals Values, lim jobspec.Limits, lim
 	}
 	if vals.Has("entry") || vals.Has("stylesheet") {
 		return nil, fmt.Errorf("%w: entry and stylesheet name files of a ZIP or of several file parts; the input is a url", ErrInvalidOptions)
+	}
+	if _, err := pageHeaders(vals); err != nil {
+		return nil, err
 	}
 	in := inputFile{Type: TypeURL, Path: wire.InputDir + "/input.url", Name: outputName, URL: raw}
 	return r.planFor(in, nil, input, vals, lim, limits)

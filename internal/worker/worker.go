@@ -238,7 +238,8 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		// ends sooner: none outlives its sandbox.
 		fctx, cancel := context.WithTimeout(ctx, plan.Limits.Timeout)
 		endFetches = cancel
-		plan.Job.Broker = fetch.Broker{Ctx: fctx, Session: fetches, UserAgent: b.UserAgent}
+		scope, header := plan.PageHeaders()
+		plan.Job.Broker = fetch.Broker{Ctx: fctx, Session: fetches, UserAgent: b.UserAgent, Scope: scope, Header: header}
 	}
 	start := time.Now()
 	done := h.Metrics.start(p.Accepted)
