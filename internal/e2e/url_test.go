@@ -25,7 +25,7 @@ import (
 // an iframe and, from its script, JSON with fetch(): each fills its own
 // 100×100 square of a 400×100 strip with its own colour. It listens on
 // host, which the test allows by CIDR (every address here is private).
-func pageOrigin(t *testing.T, host, canary string) (base string, hits func(string) int) {
+func pageOrigin(t *testing.T, host, canary, third string) (base string, hits func(string) int) {
 	t.Helper()
 	font, err := os.ReadFile("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
 	if err != nil {
@@ -57,6 +57,7 @@ body { margin: 0; } div, img, iframe { position: absolute; top: 0; width: 100px;
 		"/font.ttf":   {"font/ttf", string(font)},
 		"/scheme.html": {"text/html", `<!doctype html><style>body { margin: 0; background: rgb(255, 255, 255); }
 @media (prefers-color-scheme: dark) { body { background: rgb(0, 0, 0); } }</style><body></body>`},
+		"/cookies.html": {"text/html", `<!doctype html><body><img src="` + third + `/pixel.png"></body>`},
 		"/refusals.html": {"text/html", `<!doctype html><body style="background:rgb(0,200,0)">
 <img src="file:///etc/passwd"><img src="` + canary + `/loopback.png"><img src="http://169.254.169.254/latest/meta-data/">
 <img src="/redirect.png"></body>`},
@@ -70,7 +71,7 @@ body { margin: 0; } div, img, iframe { position: absolute; top: 0; width: 100px;
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		count.add(r.URL.Path)
 		select {
-		case agents <- r.URL.Path + " " + r.Header.Get("User-Agent"):
+		case agents <- r.URL.Path + " " + r.Header.Get("User-Agent") + secretsOf(r):
 		default:
 		}
 		if r.URL.Path == "/redirect.png" {
@@ -90,6 +91,20 @@ body { margin: 0; } div, img, iframe { position: absolute; top: 0; width: 100px;
 	t.Cleanup(func() { srv.Close() })
 	uaSeen = agents
 	return "http://" + ln.Addr().String(), count.get
+}
+
+// secretsOf is what a request carried of a page's secrets.
+func secretsOf(r *http.Request) string {
+	var s []string
+	for _, h := range []string{"Cookie", "X-Token", "Authorization"} {
+		if v := r.Header.Get(h); v != "" {
+			s = append(s, h+"="+v)
+		}
+	}
+	if len(s) == 0 {
+		return ""
+	}
+	return " " + strings.Join(s, " ")
 }
 
 // uaSeen has "PATH USER-AGENT" of each request pageOrigin served.
@@ -185,8 +200,10 @@ func submitURL(t *testing.T, c *client, key, renderer, url string, options map[s
 // fails in the page with its reason and reaches nothing.
 func TestURLPageEndToEnd(t *testing.T) {
 	canary, canaryHits := canaryServer(t)
-	base, hits := pageOrigin(t, "127.0.0.3", canary)
-	remote := []string{"-remote-content", "-remote-allow", "127.0.0.3/32"}
+	thirdSeen := make(chan string, 4)
+	third := recorder(t, "127.0.0.4", thirdSeen)
+	base, hits := pageOrigin(t, "127.0.0.3", canary, third)
+	remote := []string{"-remote-content", "-remote-allow", "127.0.0.3/32,127.0.0.4/32"}
 	s := newStack(t, stackOpts{apiArgs: []string{"-remote-content"}, workerArgs: remote})
 	c, key := s.client, s.key("url")
 
@@ -260,6 +277,27 @@ func TestURLPageEndToEnd(t *testing.T) {
 		}
 		if got := <-uaSeen; got != "/scheme.html renderbox-test/1" {
 			t.Errorf("the origin saw %q, want the job's user_agent", got)
+		}
+	})
+
+	t.Run("secrets go to the page's host only", func(t *testing.T) {
+		for len(uaSeen) > 0 {
+			<-uaSeen
+		}
+		_, j := submitURL(t, c, key, "html-pdf", base+"/cookies.html", map[string]any{
+			"cookies": "session=COOKIE", "extra_http_headers": "X-Token: TOKEN", "http_username": "ann", "http_password": "PASS"})
+		if j.State != "succeeded" {
+			t.Fatalf("job %s %+v", j.State, j.Error)
+		}
+		if got := <-uaSeen; !strings.HasSuffix(got, "Cookie=session=COOKIE X-Token=TOKEN Authorization=Basic YW5uOlBBU1M=") {
+			t.Errorf("the page's host saw %q", got)
+		}
+		if got := <-thirdSeen; got != "/pixel.png" {
+			t.Errorf("the third party saw %q, want no secret", got)
+		}
+		view := c.do("GET", "/v1/jobs/"+j.ID, key, "", nil, nil)
+		if b := string(view.Body); strings.Contains(b, "COOKIE") || strings.Contains(b, "TOKEN") || strings.Contains(b, "PASS\"") {
+			t.Errorf("the job's record shows a secret: %s", b)
 		}
 	})
 
@@ -375,4 +413,23 @@ func TestURLPageCostPerSubresource(t *testing.T) {
 	}
 	mu, mz := median(byURL), median(byZIP)
 	t.Logf("a page of %d images: by url %s (%v), as a ZIP %s (%v); %.1f ms a subresource", n, mu, byURL, mz, byZIP, float64((mu-mz).Microseconds())/1000/float64(n+1))
+}
+
+// recorder serves an empty 200 on host and sends what each request
+// carried of a page's secrets, after its path, to seen.
+func recorder(t *testing.T, host string, seen chan string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case seen <- r.URL.Path + secretsOf(r):
+		default:
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
 }
