@@ -433,3 +433,33 @@ func recorder(t *testing.T, host string, seen chan string) string {
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
 }
+
+// A URL page runs in a Chromium restored from the pool's checkpoint as in
+// a cold one: the restored agent reads the host's answers on its new
+// stdin.
+func TestURLPageFromThePool(t *testing.T) {
+	canary, _ := canaryServer(t)
+	base, _ := pageOrigin(t, "127.0.0.3", canary, canary)
+	s := newStack(t, stackOpts{apiArgs: []string{"-remote-content"},
+		workerArgs: append([]string{"-remote-content", "-remote-allow", "127.0.0.3/32"}, poolArgs...)})
+	waitPoolFull(t, s)
+	c, key := s.client, s.key("pool")
+	_, j := submitURL(t, c, key, "html-png", base+"/index.html", map[string]any{"width": 400, "height": 200})
+	if j.State != "succeeded" {
+		t.Fatalf("job %s %+v", j.State, j.Error)
+	}
+	var mode struct {
+		SandboxMode string `json:"sandbox_mode"`
+	}
+	c.do("GET", "/v1/jobs/"+j.ID, key, "", nil, nil).json(t, &mode)
+	if mode.SandboxMode != "restored" {
+		t.Errorf("the job ran in a %q sandbox, want restored", mode.SandboxMode)
+	}
+	img, err := png.Decode(bytes.NewReader(c.do("GET", j.Outputs[0].URL, key, "", nil, nil).Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, g, b, _ := img.At(50, 50).RGBA(); r>>8 < 240 || g>>8 > 16 || b>>8 > 16 {
+		t.Errorf("pixel (50,50) is %d,%d,%d; want the stylesheet's red", r>>8, g>>8, b>>8)
+	}
+}
