@@ -57,6 +57,9 @@ body { margin: 0; } div, img, iframe { position: absolute; top: 0; width: 100px;
 		"/font.ttf":   {"font/ttf", string(font)},
 		"/scheme.html": {"text/html", `<!doctype html><style>body { margin: 0; background: rgb(255, 255, 255); }
 @media (prefers-color-scheme: dark) { body { background: rgb(0, 0, 0); } }</style><body></body>`},
+		"/big.html":     {"text/html", `<!doctype html><body><img src="/big.png"></body>`},
+		"/big.png":      {"image/png", strings.Repeat("x", 900_000)},
+		"/trickle.html": {"text/html", `<!doctype html><body><img src="/trickle.png"></body>`},
 		"/cookies.html": {"text/html", `<!doctype html><body><img src="` + third + `/pixel.png"></body>`},
 		"/refusals.html": {"text/html", `<!doctype html><body style="background:rgb(0,200,0)">
 <img src="file:///etc/passwd"><img src="` + canary + `/loopback.png"><img src="http://169.254.169.254/latest/meta-data/">
@@ -73,6 +76,19 @@ body { margin: 0; } div, img, iframe { position: absolute; top: 0; width: 100px;
 		select {
 		case agents <- r.URL.Path + " " + r.Header.Get("User-Agent") + secretsOf(r):
 		default:
+		}
+		if r.URL.Path == "/trickle.png" {
+			for {
+				if _, err := w.Write([]byte("x")); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(time.Second):
+				}
+			}
 		}
 		if r.URL.Path == "/redirect.png" {
 			http.Redirect(w, r, canary+"/redirected.png", http.StatusFound)
@@ -175,7 +191,12 @@ type urlJobView struct {
 
 func submitURL(t *testing.T, c *client, key, renderer, url string, options map[string]any) (*response, urlJobView) {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"renderer": renderer, "url": url, "options": options})
+	return submitURLBody(t, c, key, map[string]any{"renderer": renderer, "url": url, "options": options})
+}
+
+func submitURLBody(t *testing.T, c *client, key string, body map[string]any) (*response, urlJobView) {
+	t.Helper()
+	b, _ := json.Marshal(body)
 	r := c.do("POST", "/v1/jobs?wait=60", key, "application/json", b, nil)
 	var j urlJobView
 	if r.Status < 300 {
@@ -203,7 +224,7 @@ func TestURLPageEndToEnd(t *testing.T) {
 	thirdSeen := make(chan string, 4)
 	third := recorder(t, "127.0.0.4", thirdSeen)
 	base, hits := pageOrigin(t, "127.0.0.3", canary, third)
-	remote := []string{"-remote-content", "-remote-allow", "127.0.0.3/32,127.0.0.4/32"}
+	remote := []string{"-remote-content", "-remote-allow", "127.0.0.3/32,127.0.0.4/32", "-remote-max-response-bytes", "800000"}
 	s := newStack(t, stackOpts{apiArgs: []string{"-remote-content"}, workerArgs: remote})
 	c, key := s.client, s.key("url")
 
@@ -298,6 +319,37 @@ func TestURLPageEndToEnd(t *testing.T) {
 		view := c.do("GET", "/v1/jobs/"+j.ID, key, "", nil, nil)
 		if b := string(view.Body); strings.Contains(b, "COOKIE") || strings.Contains(b, "TOKEN") || strings.Contains(b, "PASS\"") {
 			t.Errorf("the job's record shows a secret: %s", b)
+		}
+	})
+
+	t.Run("a response over its bound is cut", func(t *testing.T) {
+		_, j := submitURL(t, c, key, "html-pdf", base+"/big.html", nil)
+		if j.State != "succeeded" {
+			t.Fatalf("job %s %+v", j.State, j.Error)
+		}
+		var refused string
+		for _, f := range j.Diagnostics.Fetched {
+			if f.URL == base+"/big.png" {
+				refused = f.Refused
+			}
+		}
+		if refused != "too_large" || len(j.Diagnostics.RefusedRequests) != 1 || !strings.Contains(j.Diagnostics.RefusedRequests[0], "refused: too_large") {
+			t.Errorf("big.png: refused %q, refused_requests %q; want too_large", refused, j.Diagnostics.RefusedRequests)
+		}
+	})
+
+	t.Run("a trickle ends at the job's timeout", func(t *testing.T) {
+		t0 := time.Now()
+		_, j := submitURLBody(t, c, key, map[string]any{"renderer": "html-pdf", "url": base + "/trickle.html", "limits": map[string]any{"timeout_seconds": 5}})
+		if j.State != "failed" || j.Error == nil || j.Error.Code != "timeout" {
+			t.Fatalf("job %s %+v, want timeout", j.State, j.Error)
+		}
+		if d := time.Since(t0); d > 30*time.Second {
+			t.Errorf("the job took %s", d)
+		}
+		// The worker is unharmed: the next page renders.
+		if _, j := submitURL(t, c, key, "html-pdf", base+"/scheme.html", nil); j.State != "succeeded" {
+			t.Errorf("the next job: %s %+v", j.State, j.Error)
 		}
 	})
 

@@ -66,6 +66,10 @@ func (b Broker) Fetch(req wire.FetchRequest) (wire.FetchAnswer, []byte) {
 		return wire.FetchAnswer{Refused: ReasonOf(err), Error: err.Error()}, nil
 	case err != nil && resp == nil:
 		return wire.FetchAnswer{Error: err.Error()}, nil
+	case err != nil && a.Status >= 200 && a.Status <= 299:
+		// The body failed as it arrived (the job's end, the origin's):
+		// the request fails rather than pass on part of it.
+		return wire.FetchAnswer{Error: err.Error()}, nil
 	case err != nil:
 		return a, nil // a status outside 2xx: its body is not read
 	}

@@ -234,9 +234,9 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 			return h.end(ctx, log, p, "failed", "internal", "this worker does not fetch for URL pages; its operator turns that on with "+RemoteContentSetting)
 		}
 		fetches = h.Fetcher.Session()
-		// The fetches end with the job's time, or with the job if it
-		// ends sooner: none outlives its sandbox.
-		fctx, cancel := context.WithTimeout(ctx, plan.Limits.Timeout)
+		// The fetches end with the run: none outlives its sandbox, whose
+		// own timeout ends a page that waits on them.
+		fctx, cancel := context.WithCancel(ctx)
 		endFetches = cancel
 		scope, header := plan.PageHeaders()
 		plan.Job.Broker = fetch.Broker{Ctx: fctx, Session: fetches, UserAgent: b.UserAgent, Scope: scope, Header: header}
