@@ -135,6 +135,9 @@ type submission struct {
 	// DownloadFrom is the download_from list as sent (JSON): the input
 	// is fetched from these URLs (download.go) instead of uploaded.
 	DownloadFrom json.RawMessage
+	// URL is the page's address (html-pdf, html-png), fetched by the
+	// worker's broker; the job's input is then the URL itself.
+	URL string
 }
 
 var errBadRequest = errors.New("bad request")
@@ -223,6 +226,10 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		renderProblem(w, err)
+		return
+	}
+	if plan.InputType == render.TypeURL && !s.Remote.Enabled {
+		problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not render pages from URLs (url); its operator turns that on with "+RemoteContentSetting+" on the API and the workers")
 		return
 	}
 	ctx := r.Context()

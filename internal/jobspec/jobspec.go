@@ -102,6 +102,9 @@ type Job struct {
 	// Spool, if set, takes the response's files as they arrive: the
 	// Result's Response then lists them without their bytes.
 	Spool wire.Spool
+	// Broker, when set, answers the fetches of a URL page (wire.Browser's
+	// URL) on the host; a URL page without one has every request refused.
+	Broker wire.Broker
 	// Limits for this job; zero fields take the manager's defaults.
 	Limits Limits
 }

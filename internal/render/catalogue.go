@@ -231,10 +231,11 @@ var catalogue = map[string]*Renderer{
 		Description:   "Print an HTML page to PDF with headless Chromium. The page can load nothing but itself and, given a ZIP or several files, those files. Output: output.pdf.",
 		Inputs:        []string{TypeHTML, TypeZIP},
 		Output:        TypePDF,
-		Options:       pdfSchema(true),
+		Options:       append(pdfSchema(true), urlOptions()...),
 		MaxInputBytes: 50 << 20,
 		Limits:        chromiumLimits,
 		site:          htmlSite,
+		urls:          true,
 		build: func(in inputFile, v Values, l jobspec.Limits) (wire.Request, error) {
 			return chromiumPDF(in, v, l, in.page())
 		},
@@ -246,9 +247,10 @@ var catalogue = map[string]*Renderer{
 		Output:        TypePNG,
 		MaxInputBytes: 50 << 20,
 		MaxPixels:     40_000_000,
-		Options:       screenshotSchema(),
+		Options:       append(screenshotSchema(), urlOptions()...),
 		Limits:        chromiumLimits,
 		site:          htmlSite,
+		urls:          true,
 		build: func(in inputFile, v Values, l jobspec.Limits) (wire.Request, error) {
 			sc, err := screenshotFor(v, l)
 			if err != nil {

@@ -56,6 +56,9 @@ func pageOptions(withJS bool) []Option {
 		boolOpt("fail_on_resource_error", "Fail the job when the page asks for anything it cannot have: another origin, or a file the job does not have (the job's record lists them either way).", false),
 		boolOpt("fail_on_console_error", "Fail the job when the page logs a console error or throws an uncaught exception (the record lists them either way).", false),
 		patternOpt("entry", "With a ZIP or several files: the page to start from, by its path (default: index.html, else the first .html file).", sitePathPattern),
+		patternOpt("user_agent", "The User-Agent the page sees (navigator.userAgent) and, for a page given by url, the one every request made for it carries; printable ASCII.", "[ -~]{1,256}"),
+		patternOpt("prefers_color_scheme", "Emulate the CSS media feature prefers-color-scheme: light or dark.", "light|dark"),
+		patternOpt("prefers_reduced_motion", "Emulate the CSS media feature prefers-reduced-motion: reduce or no-preference.", "reduce|no-preference"),
 	}
 	if withJS {
 		o = append(o,
@@ -158,6 +161,13 @@ func browserFor(in inputFile, v Values, l jobspec.Limits, page string) (*wire.Br
 	}
 	if in.Site != "" {
 		b.Site, b.PagePath = in.Site, in.Entry
+	}
+	b.URL = in.URL
+	b.UserAgent = v.String("user_agent")
+	for _, f := range []string{"prefers_color_scheme", "prefers_reduced_motion"} {
+		if v.Has(f) {
+			b.MediaFeatures = append(b.MediaFeatures, wire.MediaFeature{Name: strings.ReplaceAll(f, "_", "-"), Value: v.String(f)})
+		}
 	}
 	if expr := v.String("wait_for_expression"); expr != "" && !b.JavaScript {
 		return nil, fmt.Errorf("%w: wait_for_expression needs javascript: true", ErrInvalidOptions)

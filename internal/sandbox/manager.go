@@ -334,6 +334,11 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	defer cancel()
 
 	req := job.Request
+	if b := req.Browser; b != nil && b.URL != "" && job.Broker == nil {
+		// Without a broker the page's first request would end the job
+		// as a broken sandbox; this is the host's setting, said so.
+		return &Error{Outcome: RenderFailed, Msg: "a page by URL needs the host's broker, which this host does not run (-remote-content)"}
+	}
 	// The agent is told the limits so an honest one can say output_limit
 	// itself; the host enforces lim whatever the agent does.
 	if req.MaxOutputBytes == 0 {
@@ -372,7 +377,7 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	}
 	rendered := sb.rendered
 	defer rendered()
-	e := m.exchange(ctx, sb, &req, input, job.Spool, func() {
+	e := m.exchange(ctx, sb, &req, input, job.Spool, job.Broker, func() {
 		rendered()
 		res.Timings.Render = time.Since(t)
 	})
@@ -390,7 +395,7 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 // ends first, when the sandbox sends too much, and when its agent, without
 // answering, does not exit within waitGrace. What it saw is classify's to
 // judge.
-func (m *Manager) exchange(ctx context.Context, sb *Sandbox, req *wire.Request, input io.Reader, spool wire.Spool, answered func()) ending {
+func (m *Manager) exchange(ctx context.Context, sb *Sandbox, req *wire.Request, input io.Reader, spool wire.Spool, broker wire.Broker, answered func()) ending {
 	lim := sb.Limits
 	type exchanged struct {
 		resp *wire.Response
@@ -398,7 +403,7 @@ func (m *Manager) exchange(ctx context.Context, sb *Sandbox, req *wire.Request, 
 	}
 	exch := make(chan exchanged, 1)
 	go func() {
-		r, err := sb.Exchange(req, input, spool)
+		r, err := sb.ExchangeWith(req, input, spool, broker)
 		exch <- exchanged{r, err}
 	}()
 	type ended struct {

@@ -50,7 +50,7 @@ func TestRefusedOutputsAreNotStored(t *testing.T) {
 	p := attempt{Payload: queue.Payload{JobID: "job-refused", Renderer: "html-pdf", Retention: time.Hour}, started: time.Now().Add(-time.Second).Round(0)}
 	ran := &Ran{Result: res, Mode: sandbox.ModeCold}
 	ran.check(h.Logger, r)
-	err := h.report(ctx, h.Logger, p, r, ran, time.Now())
+	err := h.report(ctx, h.Logger, p, r, ran, time.Now(), nil)
 	if !errors.Is(err, asynq.SkipRetry) {
 		t.Errorf("report = %v, want a failure that is not retried", err)
 	}
@@ -92,7 +92,7 @@ func TestOutputNameRenamesAcceptedOutputs(t *testing.T) {
 		p := attempt{Payload: queue.Payload{JobID: "job-named", Renderer: "pdf-png", Retention: time.Hour, OutputName: tc.name}}
 		ran := &Ran{Result: res, Mode: sandbox.ModeCold}
 		ran.check(h.Logger, r)
-		err := h.report(ctx, h.Logger, p, r, ran, time.Now())
+		err := h.report(ctx, h.Logger, p, r, ran, time.Now(), nil)
 		if tc.state == "failed" != errors.Is(err, asynq.SkipRetry) {
 			t.Errorf("output_name %q: report = %v", tc.name, err)
 		}

@@ -60,7 +60,7 @@ func TestSafePDFMalformedFramesFailTheJob(t *testing.T) {
 		p := attempt{Payload: queue.Payload{JobID: fmt.Sprintf("job-frames-%d", i), Renderer: "safe-pdf", Retention: time.Hour}}
 		var ret error
 		ran := h.runner().Run(ctx, h.Logger, r, plan, input)
-		ret = h.report(ctx, h.Logger, p, r, ran, time.Now())
+		ret = h.report(ctx, h.Logger, p, r, ran, time.Now(), nil)
 		ran.Teardown()
 		if !errors.Is(ret, asynq.SkipRetry) {
 			t.Errorf("%s: report = %v, want a failure that is not retried", tc.name, ret)
@@ -147,7 +147,7 @@ func TestSafePDFFramesStayOffTheHeap(t *testing.T) {
 	start := time.Now()
 	var ret error
 	ran := h.runner().Run(ctx, h.Logger, r, plan, input)
-	ret = h.report(ctx, h.Logger, p, r, ran, time.Now())
+	ret = h.report(ctx, h.Logger, p, r, ran, time.Now(), nil)
 	ran.Teardown()
 	close(stop)
 	<-sampled

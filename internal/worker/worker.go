@@ -19,6 +19,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/sandbox"
@@ -40,6 +41,9 @@ type Handler struct {
 	// Pool, if set, hands out pre-booted sandboxes; a job whose family has
 	// none ready runs in a cold one.
 	Pool *sandbox.Pool
+	// Fetcher, if set, fetches what URL pages ask for (RemoteConfig);
+	// without it a URL job fails.
+	Fetcher *fetch.Fetcher
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
@@ -223,12 +227,27 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 	plan.Job.Input = bytes.NewReader(input)
 	defer plan.Close()
+	var fetches *fetch.Session
+	endFetches := func() {}
+	if b := plan.Job.Request.Browser; b != nil && b.URL != "" {
+		if h.Fetcher == nil {
+			return h.end(ctx, log, p, "failed", "internal", "this worker does not fetch for URL pages; its operator turns that on with "+RemoteContentSetting)
+		}
+		fetches = h.Fetcher.Session()
+		// The fetches end with the run: none outlives its sandbox, whose
+		// own timeout ends a page that waits on them.
+		fctx, cancel := context.WithCancel(ctx)
+		endFetches = cancel
+		scope, header := plan.PageHeaders()
+		plan.Job.Broker = fetch.Broker{Ctx: fctx, Session: fetches, UserAgent: b.UserAgent, Scope: scope, Header: header}
+	}
 	start := time.Now()
 	done := h.Metrics.start(p.Accepted)
 	ran := h.runner().Run(ctx, log, r, plan, input)
+	endFetches()
 	// Reported while the last sandbox is destroyed: a report that waits
 	// for Redis must not keep the sandbox alive, nor its teardown the report.
-	ret := h.report(ctx, log, p, r, ran, start)
+	ret := h.report(ctx, log, p, r, ran, start, fetches)
 	ran.Teardown()
 	done()
 	return ret
@@ -241,10 +260,18 @@ func (h *Handler) runner() *Runner {
 
 // report stores a run's accepted outputs and reports its result, and says
 // what asynq should do with the task.
-func (h *Handler) report(ctx context.Context, log *slog.Logger, p attempt, r *render.Renderer, ran *Ran, start time.Time) error {
+func (h *Handler) report(ctx context.Context, log *slog.Logger, p attempt, r *render.Renderer, ran *Ran, start time.Time, fetches *fetch.Session) error {
 	res, mode, runErr, steps := ran.Result, ran.Mode, ran.Err, ran.Steps
 	outcome := sandbox.OutcomeOf(runErr)
 	diag := diagnosticsOf(res)
+	if fetches != nil {
+		if recs := fetches.Records(); len(recs) > 0 {
+			if diag == nil {
+				diag = &queue.Diagnostics{}
+			}
+			diag.Fetched = recs[:min(len(recs), maxFetchedRecords)]
+		}
+	}
 	if steps != nil {
 		if diag == nil {
 			diag = &queue.Diagnostics{}
@@ -295,6 +322,9 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p attempt, r *re
 		return h.endWith(ctx, log, p, queue.Event{State: "failed", ErrorCode: string(outcome), ErrorMessage: msg, SandboxMode: mode, Diagnostics: diag})
 	}
 }
+
+// maxFetchedRecords bounds the fetches a job's diagnostics list.
+const maxFetchedRecords = 100
 
 // diagnosticsOf is what the sandbox reported of the page, nil if nothing.
 func diagnosticsOf(res *sandbox.Result) *queue.Diagnostics {
