@@ -4,13 +4,14 @@
 //
 // Manager (manager.go) owns a host's sandboxes: runsc, a private state
 // dir (locked by Lock, cleared of a predecessor's leftovers by Reap) and a
-// cgroup parent. Run makes a fresh sandbox for a job, sends its request,
-// reads the answer, classifies the outcome (Outcome, *Error) and destroys
-// the sandbox; RunIn does the same in a sandbox made ahead. SelfTest
-// probes real sandboxes from inside for the isolation the host promises;
-// the checks a worker runs before serving (runsc's version, cgroups, swap,
-// huge pages, the self-test with its escape attempts) are put together by
-// package hostcheck.
+// cgroup parent. Exec runs a job in a fresh sandbox (or one made ahead),
+// returns its result, its outcome classified by a pure function
+// (classify.go: Outcome, *Error), and destroys the sandbox behind it
+// (Teardown); Run and RunIn wait for that too. SelfTest probes real
+// sandboxes from inside for the isolation the host promises; the checks a
+// worker runs before serving (runsc's version, cgroups, swap, huge pages,
+// the self-test with its escape attempts) are put together by package
+// hostcheck.
 //
 // Sandbox (sandbox.go) is one container through its life, New → Created →
 // Running → Stopped → Destroyed: Create, Start or Restore, Exchange (the
@@ -36,7 +37,8 @@
 // sandbox process runsc starts (adopt.go), and learns each one's end from
 // wait4.
 //
-// Limits are a job's memory, CPU, pids, time, tmpfs and output caps; the
-// cgroup ones may be lowered on a sandbox made with higher ones
-// (Sandbox.Lower), the ones fixed in the spec may not.
+// Limits (jobspec.Limits, resolved by the catalogue) are a job's memory,
+// CPU, pids, time, tmpfs and output caps; the cgroup ones may be lowered
+// on a sandbox made with higher ones (Sandbox.Lower), the ones fixed in
+// the spec may not.
 package sandbox

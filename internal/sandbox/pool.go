@@ -8,76 +8,22 @@ import (
 	"sync"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
 // Modes a job's sandbox came from.
 const (
-	ModeCold      = "cold"      // created and started for the job
-	ModePrebooted = "prebooted" // booted from nothing before the job
-	ModeRestored  = "restored"  // restored from a checkpoint of a booted one
+	ModeCold      = jobspec.ModeCold
+	ModePrebooted = jobspec.ModePrebooted
+	ModeRestored  = jobspec.ModeRestored
 )
 
-// PoolFamily configures the pool of one renderer family: sandboxes started
-// ahead of any job, each with its renderer booted to an idle state, waiting
-// for exactly one request. Each still serves one job and is destroyed.
-type PoolFamily struct {
-	// Name is the family ("chromium", "office", "light").
-	Name string
-	// Warm is what each sandbox's agent boots before its request.
-	Warm wire.Warm
-	// Limits are the sandboxes' limits. A job may take one when its own
-	// limits fit: the cgroup ones (memory, CPU, pids) no higher, the ones
-	// fixed in the spec (tmpfs size, rlimits) equal. The cgroup ones are
-	// lowered to the job's before its request is sent.
-	Limits Limits
-	// Size is how many idle sandboxes are kept ready; 0 disables the pool.
-	Size int
-	// MemoryBudget bounds the memory the family's idle sandboxes hold, as
-	// their cgroups charge it; 0 means no bound beyond Size.
-	MemoryBudget int64
-	// MaxIdle is how long a sandbox may wait for a job before it is
-	// destroyed and replaced. Default 10 minutes.
-	MaxIdle time.Duration
-	// Restore fills the pool by restoring a checkpoint of one booted
-	// sandbox instead of booting each.
-	Restore bool
-	// Images is how many checkpoint images of the family are in use at
-	// once; each restore picks one of them at random. Every sandbox
-	// restored from one image starts with the same memory (its layout,
-	// every random state seeded before the checkpoint): a job that learns
-	// one sandbox's layout knows that of about 1 in Images of the next.
-	// Default DefaultImages.
-	Images int
-	// ImageMaxAge and ImageMaxRestores bound how long and how often one
-	// image is used before it is retired and a fresh one booted and
-	// taken. Each image is retired at an age drawn between half and all
-	// of ImageMaxAge, so that images made together are not replaced
-	// together. Defaults 10 minutes and 100 restores.
-	ImageMaxAge      time.Duration
-	ImageMaxRestores int
-	// Settle is how long a restored sandbox waits before a job that can
-	// wait takes it: gVisor restarts its clock calibration on restore,
-	// and until its first update a second later every clock_gettime of
-	// the renderer is a system call the Sentry serves rather than a vDSO
-	// read. Worth it for a renderer that reads the clock often
-	// (RestoreSettle); 0, and for booted sandboxes, ready when filled.
-	Settle time.Duration
-	// TemplateWait is how long a booted template runs on before it is
-	// checkpointed: every sandbox restored from the image resumes what
-	// the renderer was doing when it was saved, and pays for it again.
-	// 0 checkpoints it as soon as it is ready.
-	TemplateWait time.Duration
-	// FillWait is how long a job that finds the family empty waits for a
-	// fill under way (or starting) before it runs cold. Each fill that
-	// lands starts the wait again, even when another job takes it: a job
-	// runs cold only when the family has made nothing for FillWait. Worth
-	// it where a fill is quicker and cheaper than a cold job (a restore);
-	// 0 never waits.
-	FillWait time.Duration
-}
+// PoolFamily configures the pool of one renderer family (jobspec.Family:
+// the catalogue describes its families without linking this package).
+type PoolFamily = jobspec.Family
 
-func (f PoolFamily) withDefaults() PoolFamily {
+func familyDefaults(f PoolFamily) PoolFamily {
 	if f.MaxIdle == 0 {
 		f.MaxIdle = 10 * time.Minute
 	}
@@ -191,7 +137,7 @@ func (m *Manager) NewPool(cfg PoolConfig) (*Pool, error) {
 	}
 	p := &Pool{m: m, cfg: cfg, fams: map[string]*family{}, stopped: make(chan struct{})}
 	for _, f := range cfg.Families {
-		f = f.withDefaults()
+		f = familyDefaults(f)
 		if f.Name == "" || p.fams[f.Name] != nil {
 			return nil, fmt.Errorf("pool config: family name %q is empty or repeated", f.Name)
 		}
@@ -349,7 +295,8 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 			p.discard(ctx, f, pd, GoneDied)
 			continue
 		}
-		if lim != f.cfg.Limits {
+		// Only the cgroup's limits differ from the family's (fits).
+		if c := f.cfg.Limits; lim.MemoryBytes != c.MemoryBytes || lim.CPUs != c.CPUs || lim.Pids != c.Pids {
 			if err := pd.sb.Lower(lim); err != nil {
 				p.m.Logger().Warn("pool: lowering a sandbox's limits failed; destroying it", "family", name, "sandbox_id", pd.sb.ID, "err", err)
 				p.discard(ctx, f, pd, GoneLowerFailed)

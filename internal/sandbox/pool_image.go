@@ -13,26 +13,16 @@ import (
 	"slices"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
-
-// RestoreSettle is the Settle of a restored Chromium: a restored sandbox
-// serves the time by system calls until gVisor's clock calibration takes
-// its second sample, a second after its first activity (docs/pool.md,
-// "Booted, restored, cold").
-const RestoreSettle = 1200 * time.Millisecond
-
-// TemplateWait is the TemplateWait of Chromium: a Chromium that has just
-// said it is ready keeps starting work for seconds, which every copy
-// restored from an image saved then would redo (docs/pool.md, "Figures").
-const TemplateWait = 6 * time.Second
 
 // DefaultImages and DefaultImageMaxRestores are the pool's defaults for
 // PoolFamily.Images and ImageMaxRestores (docs/security.md, "What restored
 // sandboxes share", has the figures they were chosen from).
 const (
-	DefaultImages           = 2
-	DefaultImageMaxRestores = 100
+	DefaultImages           = jobspec.DefaultImages
+	DefaultImageMaxRestores = jobspec.DefaultImageMaxRestores
 )
 
 // image is a checkpoint of a booted sandbox.

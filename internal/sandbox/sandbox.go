@@ -213,18 +213,30 @@ var ErrGone = errors.New("the sandbox ended without its container's status")
 // error wrapping wire.ErrOutputLimit as soon as the sandbox sends too much;
 // the caller then kills it.
 func (s *Sandbox) Exchange(req *wire.Request, input io.Reader, spool wire.Spool) (*wire.Response, error) {
+	return s.ExchangeWith(req, input, spool, nil)
+}
+
+// ExchangeWith is Exchange with a broker answering the agent's fetches
+// (a URL page's): the agent's stdin then stays open for the answers
+// until the response has been read.
+func (s *Sandbox) ExchangeWith(req *wire.Request, input io.Reader, spool wire.Spool, broker wire.Broker) (*wire.Response, error) {
 	if s.State() != StateRunning {
 		return nil, fmt.Errorf("sandbox %s: exchange in state %s", s.ID, s.State())
 	}
 	werr := make(chan error, 1)
 	go func() {
 		err := wire.WriteRequest(s.stdin, req, input)
-		s.stdin.Close()
+		if broker == nil {
+			s.stdin.Close()
+		}
 		werr <- err
 	}()
-	resp, err := wire.ReadResponseTo(s.stdout, wire.Limits{
-		MaxBytes: s.Limits.MaxOutputBytes, MaxFiles: s.Limits.MaxOutputFiles,
-	}, spool)
+	lim := wire.Limits{MaxBytes: s.Limits.MaxOutputBytes, MaxFiles: s.Limits.MaxOutputFiles}
+	if broker != nil {
+		lim.Broker, lim.Answers = broker, s.stdin
+		defer s.stdin.Close()
+	}
+	resp, err := wire.ReadResponseTo(s.stdout, lim, spool)
 	if err != nil {
 		// Did the agent take the job before it went? A write to a dead
 		// agent fails at once (EPIPE); one still blocked after its stdout

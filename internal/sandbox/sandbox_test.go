@@ -58,7 +58,7 @@ func TestIsolationFromInside(t *testing.T) {
 	t.Parallel()
 	m := testenv.Manager(t, sandbox.Config{})
 	canary := testenv.Canary(t, "127.0.0.1:0")
-	lim := sandbox.Limits{TmpBytes: 64 << 20}
+	lim := sandbox.Limits{TmpBytes: 64 << 20}.WithDefaults()
 	res, err := m.Run(context.Background(), sandbox.Job{
 		Request: wire.Request{Mode: wire.ModeProbe, Probe: &wire.ProbeRequest{
 			Dial:    []string{canary.Addr(), "127.0.0.1:22", "[::1]:80"},
@@ -151,7 +151,7 @@ func TestEscapeAttemptsFail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := sandbox.Limits{Pids: 256, TmpBytes: 64 << 20}
+	lim := sandbox.Limits{Pids: 256, TmpBytes: 64 << 20}.WithDefaults()
 	for _, c := range sandbox.CheckEscapes(res.Response.Result.Probe.Escapes, lim) {
 		if !c.Pass {
 			t.Errorf("%s: %s", c.Name, c.Detail)
