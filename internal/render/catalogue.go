@@ -12,7 +12,7 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// chromiumArgs are the flags Chromium needs inside the sandbox (NOTES.md):
+// chromiumArgs are the flags Chromium needs inside the sandbox (docs/renderers.md, "Chromium"):
 // gVisor is the sandbox, so Chromium's own is off; nothing may reach out.
 // The agent adds --remote-debugging-pipe and drives it over DevTools.
 //

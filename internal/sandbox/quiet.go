@@ -12,7 +12,7 @@ import (
 // render phase in a pre-booted sandbox took 129–139 ms alone and 171–186
 // ms while its replacement booted, html-pdf's in a restored one 281–304
 // and 396–423 ms; niceness, cgroup cpu.idle and SCHED_IDLE did not help
-// (README). So, while a family still holds at least half its size ready,
+// (docs/pool.md, "Fills wait for a quiet moment"). So, while a family still holds at least half its size ready,
 // a fill does not start while a job renders. Below half, fills start regardless: the next
 // jobs need them more than this one needs the cores. A fill already under
 // way runs on (freezing one mid-boot made its sandbox die under load).

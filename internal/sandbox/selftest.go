@@ -21,7 +21,7 @@ type Check struct {
 }
 
 // SelfTest runs the probe in real sandboxes with the manager's production
-// spec and checks every isolation property DESIGN.md promises, from inside:
+// spec and checks every isolation property docs/security.md lists, from inside:
 // in a cold sandbox, in one pre-booted by a pool and in one restored from a
 // checkpoint image. It also checks that a file or a process one pooled job
 // leaves is absent in the next job of the same pool. It opens a TCP

@@ -127,8 +127,8 @@ const MaskFile = "/usr/share/renderbox/masked"
 // Sentry and gofer) before the worker, the API or Redis.
 const sandboxOOMScoreAdj = 1000
 
-// BuildSpec returns the hardened OCI spec of one sandbox (DESIGN.md, "The
-// sandbox manager"). Nothing in it comes from user input.
+// BuildSpec returns the hardened OCI spec of one sandbox (docs/design.md, "A job
+// in its sandbox"). Nothing in it comes from user input.
 func BuildSpec(o SpecOptions) (*specs.Spec, error) {
 	if o.UID == 0 || o.GID == 0 || o.UID == wire.RendererUID || o.GID == wire.RendererGID {
 		return nil, fmt.Errorf("building spec: agent uid/gid %d/%d: neither root nor the renderer's (%d/%d)", o.UID, o.GID, wire.RendererUID, wire.RendererGID)
