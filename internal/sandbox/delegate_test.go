@@ -60,6 +60,14 @@ func TestPrepareV2(t *testing.T) {
 	if err := prepareV2(root, own, 4242); err != nil {
 		t.Fatal(err)
 	}
+	// cgroupfs makes its files readable and writable by the cgroup's
+	// owner; here prepareV2's mode-0 writes make them, so the test,
+	// which may not be root (make unit), gives them that mode.
+	for _, f := range []string{"supervisor/cgroup.procs", "cgroup.subtree_control", "sandboxes/cgroup.subtree_control"} {
+		if err := os.Chmod(filepath.Join(dir, f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for f, want := range map[string]string{
 		"supervisor/cgroup.procs":          "4242",
 		"cgroup.subtree_control":           "+memory +cpu +pids",

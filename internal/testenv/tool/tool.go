@@ -9,6 +9,7 @@
 package tool
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 )
@@ -23,4 +24,13 @@ func Need(t testing.TB, name, deb string) string {
 		t.Fatalf("%s is missing: apt-get install -y %s (make setup installs it)", name, deb)
 	}
 	return p
+}
+
+// Root fails t unless it runs as root: making device nodes, owning files
+// as another user and cgroups need it (make test runs as root).
+func Root(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("this test needs root (uid %d): run it as root, like make test", os.Geteuid())
+	}
 }
