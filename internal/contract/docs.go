@@ -76,7 +76,7 @@ func writeRendererDocs(b *bytes.Buffer, rs []*render.Renderer) {
 		fmt.Fprintf(b, "- input, as sniffed from its bytes: %s\n", strings.Join(in, ", "))
 		fmt.Fprintf(b, "- output: `%s`\n", r.Output)
 		l := r.Limits.WithDefaults()
-		fmt.Fprintf(b, "- limits (a request may lower them): input %s, `timeout_seconds` %s, `memory_bytes` %s, %s CPU, `max_output_bytes` %s, %d output files",
+		fmt.Fprintf(b, "- limits: input %s, `timeout_seconds` %s, `memory_bytes` %s, `cpus` %s, `max_output_bytes` %s, `max_output_files` %d",
 			size(r.MaxInputBytes), strconv.FormatFloat(l.Timeout.Seconds(), 'f', -1, 64), size(l.MemoryBytes),
 			strconv.FormatFloat(l.CPUs, 'f', -1, 64), size(l.MaxOutputBytes), l.MaxOutputFiles)
 		if r.MaxPages > 0 {
