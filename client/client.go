@@ -1,17 +1,26 @@
 // Package client is a Go client of the renderbox API (openapi.yaml): submit
-// a file or several, wait for the job with a context, download its outputs
-// (checked against their digests), list jobs with an iterator, cancel, and
-// verify a webhook.
+// a file, a page with the files it loads, or a directory tree; wait for the
+// job with a context; download its outputs (checked against their digests);
+// list jobs with an iterator; cancel; and verify a webhook. docs/client.md
+// is its guide.
 //
 //	c, err := client.New("https://render.example.com", os.Getenv("RENDERBOX_KEY"))
 //	job, err := c.Submit(ctx, client.Request{Renderer: "html-pdf", Files: []client.File{client.FromPath("report.html")}})
-//	job, err = c.Wait(ctx, job.ID, nil)
+//	job, err = c.Wait(ctx, job.ID, nil) // a *JobError when the job failed or was canceled
 //	paths, err := c.DownloadAll(ctx, job, "out")
 //
-// Submissions are retried after 429 and 503 (honouring Retry-After) and
-// after a connection that failed mid-request, always with the same
-// Idempotency-Key (one is made when the request has none), so a retry never
-// makes a second job.
+// # Failures
+//
+// What cannot succeed fails at once: a key no HTTP header can carry (New),
+// a local file that cannot be read, a host name that does not resolve, a
+// certificate that is not trusted, and every refusal (4xx) but 408 and
+// 429. What may pass (a connection refused or cut, 5xx, 408, 429) is tried
+// again with a growing pause (Retry-After when the server gives one), for
+// at most Client.MaxRetryTime in all (30 s by default), each failed attempt
+// reported to Client.OnRetry. Submit always resends with the same
+// Idempotency-Key (one is made when the request has none), so a retry
+// never makes a second job. A job that ends failed or canceled is an error
+// of its own, *JobError, carrying the job's error code.
 package client
 
 import (
@@ -19,17 +28,22 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -47,14 +61,39 @@ type Client struct {
 	HTTP *http.Client
 	// MaxSubmitAttempts bounds the tries of one Submit (default 10).
 	MaxSubmitAttempts int
+	// MaxRetryTime bounds the time spent retrying transient failures of
+	// one call (Submit, or a run of failed polls in Wait); 30 s when 0,
+	// no retry at all when negative.
+	MaxRetryTime time.Duration
+	// OnRetry, when not nil, is called with every attempt that failed and
+	// whether another follows.
+	OnRetry func(Attempt)
+}
+
+// Attempt is one failed try of a call, as Client.OnRetry sees it.
+type Attempt struct {
+	Op      string        // "submit" or "wait"
+	N       int           // 1 for the first try
+	Err     error         // why it failed
+	Elapsed time.Duration // since the call's first try
+	// Next is the pause before the next try; 0 when there is none (the
+	// failure is permanent, or the attempts or MaxRetryTime ran out).
+	Next time.Duration
 }
 
 // New returns a client of the API at baseURL (e.g. http://127.0.0.1:8080)
-// that authenticates with key.
+// that authenticates with key. A key with a character an HTTP header
+// cannot carry (a trailing newline read from a file, a space) is refused
+// here rather than on every request.
 func New(baseURL, key string) (*Client, error) {
 	u, err := url.Parse(strings.TrimSuffix(baseURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("renderbox: the server URL %q is not an http(s) URL", baseURL)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] <= ' ' || key[i] > '~' {
+			return nil, fmt.Errorf("renderbox: the API key has %q at byte %d of %d, which an HTTP header cannot carry (trim the newline or space from the key file)", key[i:i+1], i+1, len(key))
+		}
 	}
 	return &Client{base: u, key: key}, nil
 }
@@ -105,6 +144,34 @@ type Output struct {
 	SHA256 string `json:"sha256"`
 }
 
+// JobError is a job that ended failed or canceled, as Wait and
+// DownloadAll return it; Code is the job's error code (render_failed,
+// timeout, canceled, …; openapi.yaml lists them).
+type JobError struct {
+	Job     *Job
+	Code    string
+	Message string
+}
+
+func (e *JobError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("renderbox: job %s %s: %s", e.Job.ID, e.Job.State, e.Code)
+	}
+	return fmt.Sprintf("renderbox: job %s %s: %s: %s", e.Job.ID, e.Job.State, e.Code, e.Message)
+}
+
+// jobError is the error of a job that ended without succeeding, or nil.
+func jobError(j *Job) error {
+	if j.State == jobstate.Succeeded || !j.Terminal() {
+		return nil
+	}
+	e := &JobError{Job: j, Code: string(j.State)}
+	if j.Error != nil {
+		e.Code, e.Message = j.Error.Code, j.Error.Message
+	}
+	return e
+}
+
 // Error is a refusal from the API: an RFC 9457 problem with its code.
 type Error struct {
 	Status     int
@@ -126,15 +193,67 @@ func (e *Error) Error() string {
 }
 
 // File is one input file: its name (kept in multi-file jobs, where pages
-// refer to one another by it) and how to read it, once per attempt.
+// refer to one another by it: "css/style.css") and how to read it, once
+// per attempt.
 type File struct {
 	Name string
 	Open func() (io.ReadCloser, error)
 }
 
-// FromPath is the file at path, named by its base name.
+// FromPath is the file at path, named by path itself when it is relative
+// and stays below the working directory ("css/style.css", with / as the
+// separator), else by its base name ("/tmp/x/report.html" is "report.html").
 func FromPath(path string) File {
-	return File{Name: filepath.Base(path), Open: func() (io.ReadCloser, error) { return os.Open(path) }}
+	name := filepath.Base(path)
+	if !filepath.IsAbs(path) && filepath.IsLocal(path) {
+		name = filepath.ToSlash(filepath.Clean(path))
+	}
+	return File{Name: name, Open: func() (io.ReadCloser, error) { return os.Open(path) }}
+}
+
+// FromDir is the tree under dir as files named by their paths in it,
+// index.html first (the page the others belong to) and the rest in
+// lexical order; files and directories whose names begin with "." are
+// left out, and a symbolic link is an error. dir must have an index.html.
+func FromDir(dir string) ([]File, error) {
+	var files []File
+	entry := -1
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("renderbox: %s is not a regular file", p)
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if rel == "index.html" {
+			entry = len(files)
+		}
+		files = append(files, File{Name: filepath.ToSlash(rel), Open: func() (io.ReadCloser, error) { return os.Open(p) }})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if entry < 0 {
+		return nil, fmt.Errorf("renderbox: %s has no index.html, the page a directory is sent for", dir)
+	}
+	files[0], files[entry] = files[entry], files[0]
+	rest := files[1:]
+	sort.Slice(rest, func(i, j int) bool { return rest[i].Name < rest[j].Name })
+	return files, nil
 }
 
 // FromBytes is a file held in memory.
@@ -146,23 +265,57 @@ func FromBytes(name string, b []byte) File {
 type Request struct {
 	Renderer string
 	// Files are the inputs, in order: one file, or a page and the files
-	// it uses (html-pdf, html-png, markdown-pdf), or one of each PDF.
+	// it uses (html-pdf, html-png, markdown-pdf; FromDir), or one of each
+	// PDF.
 	Files []File
+	// InputType declares the input's media type where its bytes do not
+	// tell it (text/csv, text/markdown, …; openapi.yaml's InputType).
+	InputType string
 	// Options are the renderer's (GET /v1/renderers); Limits lower its
 	// limits (timeout_seconds, memory_bytes, …).
 	Options, Limits map[string]any
-	CallbackURL     string
-	OutputName      string
+	// Then chains renderers after Renderer, each on the output of the
+	// one before (html-pdf then pdf-protect).
+	Then []Step
+	// DownloadFrom names inputs the server fetches itself.
+	DownloadFrom []Download
+	CallbackURL  string
+	OutputName   string
 	// IdempotencyKey makes a resubmit return the first job; one is made
 	// when empty, so that retries are safe.
 	IdempotencyKey string
 }
 
+// Step is one renderer of a chain after the first, with its options.
+type Step struct {
+	Renderer string         `json:"renderer"`
+	Options  map[string]any `json:"options,omitempty"`
+}
+
+// Download is an input the server fetches from URL (with Headers),
+// named Name in the job.
+type Download struct {
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Name    string            `json:"name,omitempty"`
+}
+
 // Submit sends req and returns the accepted job (queued, or whatever an
-// earlier submit with the same idempotency key made of it).
+// earlier submit with the same idempotency key made of it). Every file is
+// opened once before anything is sent, so a missing one fails at once.
 func (c *Client) Submit(ctx context.Context, req Request) (*Job, error) {
-	if req.Renderer == "" || len(req.Files) == 0 {
+	if req.Renderer == "" || len(req.Files) == 0 && len(req.DownloadFrom) == 0 {
 		return nil, errors.New("renderbox: a request needs a renderer and at least one file")
+	}
+	for _, f := range req.Files {
+		if f.Open == nil {
+			return nil, fmt.Errorf("renderbox: the file %q has no Open", f.Name)
+		}
+		r, err := f.Open()
+		if err != nil {
+			return nil, fmt.Errorf("renderbox: %s: %w", f.Name, err)
+		}
+		r.Close()
 	}
 	if req.IdempotencyKey == "" {
 		var b [16]byte
@@ -173,39 +326,115 @@ func (c *Client) Submit(ctx context.Context, req Request) (*Job, error) {
 	if attempts <= 0 {
 		attempts = 10
 	}
-	var last error
-	for try := 1; try <= attempts; try++ {
+	r := c.retrier("submit")
+	for {
 		var job Job
 		err := c.submitOnce(ctx, req, &job)
 		if err == nil {
 			return &job, nil
 		}
-		last = err
-		var wait time.Duration
-		var apiErr *Error
-		switch {
-		case ctx.Err() != nil:
+		if err := r.pause(ctx, err, r.n+1 >= attempts); err != nil {
 			return nil, err
-		case errors.As(err, &apiErr) && (apiErr.Status == 429 || apiErr.Status == 503):
-			wait = max(apiErr.RetryAfter, time.Second)
-		case errors.As(err, &apiErr):
-			return nil, err // the request itself is refused: sending it again changes nothing
-		default:
-			wait = time.Duration(try) * time.Second // a connection that failed
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (while waiting to retry after: %v)", ctx.Err(), err)
-		case <-time.After(wait):
 		}
 	}
-	return nil, fmt.Errorf("renderbox: not accepted after %d attempts: %w", attempts, last)
 }
+
+// retrier paces the tries of one call: a growing pause from 250 ms to
+// 5 s (or the server's Retry-After), all of them within MaxRetryTime.
+type retrier struct {
+	c     *Client
+	op    string
+	n     int
+	start time.Time
+	limit time.Duration
+}
+
+func (c *Client) retrier(op string) *retrier {
+	limit := c.MaxRetryTime
+	if limit == 0 {
+		limit = 30 * time.Second
+	}
+	return &retrier{c: c, op: op, start: time.Now(), limit: limit}
+}
+
+// pause reports the failed attempt err and sleeps before the next, or
+// returns the error to give up with: err itself when it is permanent,
+// else err wrapped with the attempts made.
+func (r *retrier) pause(ctx context.Context, err error, last bool) error {
+	r.n++
+	a := Attempt{Op: r.op, N: r.n, Err: err, Elapsed: time.Since(r.start)}
+	var apiErr *Error
+	switch {
+	case ctx.Err() != nil || !Transient(err):
+		r.report(a)
+		return err
+	case errors.As(err, &apiErr) && apiErr.RetryAfter > 0:
+		a.Next = apiErr.RetryAfter
+	default:
+		a.Next = min(250*time.Millisecond<<min(r.n-1, 5), 5*time.Second)
+	}
+	if last || a.Elapsed+a.Next > r.limit {
+		a.Next = 0
+		r.report(a)
+		return fmt.Errorf("renderbox: gave up after %d attempts in %.1fs (at most %s of retries): %w", r.n, a.Elapsed.Seconds(), r.limit, err)
+	}
+	r.report(a)
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("%w (while waiting to retry after: %v)", ctx.Err(), err)
+	case <-time.After(a.Next):
+		return nil
+	}
+}
+
+func (r *retrier) report(a Attempt) {
+	if r.c.OnRetry != nil {
+		r.c.OnRetry(a)
+	}
+}
+
+// Transient reports whether err may pass if the call is made again: a
+// connection that failed, 5xx, 408 or 429. Refusals (other 4xx), local
+// files that cannot be read and a done context are permanent.
+func Transient(err error) bool {
+	var apiErr *Error
+	var tErr *transportError
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.As(err, &apiErr):
+		return apiErr.Status >= 500 || apiErr.Status == http.StatusRequestTimeout || apiErr.Status == http.StatusTooManyRequests
+	case errors.As(err, &tErr):
+		return true
+	}
+	return false
+}
+
+// unanswerable reports whether a request that got no answer never will:
+// a host name that does not resolve, a certificate that is not trusted.
+func unanswerable(err error) bool {
+	var dns *net.DNSError
+	var cert *tls.CertificateVerificationError
+	var host x509.HostnameError
+	var authority x509.UnknownAuthorityError
+	return errors.As(err, &dns) && dns.IsNotFound || errors.As(err, &cert) || errors.As(err, &host) || errors.As(err, &authority)
+}
+
+// transportError is a request that got no answer (refused, reset, cut).
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
 
 func (c *Client) submitOnce(ctx context.Context, req Request, job *Job) error {
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
-	go func() { pw.CloseWithError(writeForm(mw, req)) }()
+	formErr := make(chan error, 1)
+	go func() {
+		err := writeForm(mw, req)
+		formErr <- err
+		pw.CloseWithError(err)
+	}()
 	hreq, err := c.request(ctx, "POST", "/v1/jobs", pr)
 	if err != nil {
 		pr.Close()
@@ -213,21 +442,47 @@ func (c *Client) submitOnce(ctx context.Context, req Request, job *Job) error {
 	}
 	hreq.Header.Set("Content-Type", mw.FormDataContentType())
 	hreq.Header.Set("Idempotency-Key", req.IdempotencyKey)
-	return c.doJSON(hreq, job)
+	err = c.doJSON(hreq, job)
+	pr.CloseWithError(errors.New("the request ended"))
+	// A file that could not be read is the request's fault, not the
+	// connection's: it is not tried again.
+	var local *localError
+	if ferr := <-formErr; err != nil && errors.As(ferr, &local) {
+		return local
+	}
+	return err
 }
+
+// localError is a local file that could not be read while sending.
+type localError struct{ err error }
+
+func (e *localError) Error() string { return e.err.Error() }
+func (e *localError) Unwrap() error { return e.err }
 
 // writeForm writes the multipart body: the renderer first (the API then
 // bounds the input by that renderer's limit as it arrives), then the
 // fields, then the files.
 func writeForm(mw *multipart.Writer, req Request) error {
 	fields := [][2]string{{"renderer", req.Renderer}}
-	for name, v := range map[string]map[string]any{"options": req.Options, "limits": req.Limits} {
-		if len(v) > 0 {
-			b, err := json.Marshal(v)
+	if req.InputType != "" {
+		fields = append(fields, [2]string{"input_type", req.InputType})
+	}
+	for _, f := range []struct {
+		name string
+		v    any
+		set  bool
+	}{
+		{"options", req.Options, len(req.Options) > 0},
+		{"limits", req.Limits, len(req.Limits) > 0},
+		{"then", req.Then, len(req.Then) > 0},
+		{"download_from", req.DownloadFrom, len(req.DownloadFrom) > 0},
+	} {
+		if f.set {
+			b, err := json.Marshal(f.v)
 			if err != nil {
-				return fmt.Errorf("renderbox: %s: %w", name, err)
+				return &localError{fmt.Errorf("renderbox: %s: %w", f.name, err)}
 			}
-			fields = append(fields, [2]string{name, string(b)})
+			fields = append(fields, [2]string{f.name, string(b)})
 		}
 	}
 	if req.CallbackURL != "" {
@@ -244,11 +499,11 @@ func writeForm(mw *multipart.Writer, req Request) error {
 	for _, f := range req.Files {
 		r, err := f.Open()
 		if err != nil {
-			return fmt.Errorf("renderbox: %s: %w", f.Name, err)
+			return &localError{fmt.Errorf("renderbox: %s: %w", f.Name, err)}
 		}
 		w, err := mw.CreateFormFile("file", f.Name)
 		if err == nil {
-			_, err = io.Copy(w, r)
+			_, err = copyFile(w, r)
 		}
 		r.Close()
 		if err != nil {
@@ -256,6 +511,28 @@ func writeForm(mw *multipart.Writer, req Request) error {
 		}
 	}
 	return mw.Close()
+}
+
+// copyFile copies r to w, a read error marked local (a write error is
+// the connection's).
+func copyFile(w io.Writer, r io.Reader) (int64, error) {
+	var n int64
+	buf := make([]byte, 32<<10)
+	for {
+		k, rerr := r.Read(buf)
+		if k > 0 {
+			if _, err := w.Write(buf[:k]); err != nil {
+				return n, err
+			}
+			n += int64(k)
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, &localError{rerr}
+		}
+	}
 }
 
 // Get returns the job with id.
@@ -277,35 +554,35 @@ func (c *Client) getJob(ctx context.Context, id string, wait int) (*Job, error) 
 }
 
 // Wait long-polls the job until it ends or ctx is done, calling progress
-// (when not nil) with each state it sees. A connection that fails is
-// tried again a second later: an API replica restarting is not the job's
-// end.
+// (when not nil) with each state it sees (polling each second while the
+// job is queued, so that its start is seen). It returns the job, and a
+// *JobError with it when the job ended failed or canceled. A poll that
+// fails transiently (an API replica restarting is not the job's end) is
+// tried again as Submit is, for at most MaxRetryTime in a row.
 func (c *Client) Wait(ctx context.Context, id string, progress func(*Job)) (*Job, error) {
+	r := c.retrier("wait")
+	var last jobstate.State
 	for {
-		j, err := c.getJob(ctx, id, 30)
-		var apiErr *Error
-		switch {
-		case err == nil:
+		// The API answers a long poll when the job ends; while the job is
+		// queued, short polls let progress see it start.
+		wait := 30
+		if progress != nil && (last == "" || last == jobstate.Queued) {
+			wait = 1
+		}
+		j, err := c.getJob(ctx, id, wait)
+		if err == nil {
+			last = j.State
+			r = c.retrier("wait")
 			if progress != nil {
 				progress(j)
 			}
 			if j.Terminal() {
-				return j, nil
+				return j, jobError(j)
 			}
 			continue
-		case ctx.Err() != nil:
-			return nil, err
-		case errors.As(err, &apiErr) && apiErr.Status != 429 && apiErr.Status != 503:
-			return nil, err
 		}
-		retry := time.Second
-		if errors.As(err, &apiErr) {
-			retry = max(apiErr.RetryAfter, time.Second)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(retry):
+		if err := r.pause(ctx, err, false); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -374,13 +651,33 @@ func (c *Client) Jobs(ctx context.Context, opts ListOptions) iter.Seq2[*Job, err
 
 // Renderer is one entry of the catalogue.
 type Renderer struct {
-	Name          string            `json:"name"`
-	Description   string            `json:"description"`
-	Inputs        []string          `json:"inputs"`
-	Output        string            `json:"output"`
-	MaxInputBytes int64             `json:"max_input_bytes"`
-	Options       []json.RawMessage `json:"options"`
-	Limits        map[string]any    `json:"limits"`
+	Name          string         `json:"name"`
+	Description   string         `json:"description"`
+	Inputs        []string       `json:"inputs"`
+	Output        string         `json:"output"`
+	MaxInputBytes int64          `json:"max_input_bytes"`
+	MaxPages      int            `json:"max_pages,omitempty"`
+	MaxPixels     int64          `json:"max_pixels,omitempty"`
+	Options       []Option       `json:"options"`
+	Limits        map[string]any `json:"limits"`
+}
+
+// Option is one option a renderer takes, with its type and bounds.
+type Option struct {
+	Name        string   `json:"name"`
+	Type        string   `json:"type"` // integer, number, boolean, string
+	Description string   `json:"description"`
+	Default     any      `json:"default,omitempty"`
+	Minimum     *float64 `json:"minimum,omitempty"`
+	Maximum     *float64 `json:"maximum,omitempty"`
+	Enum        []string `json:"enum,omitempty"`
+	// Pattern is a regular expression a string value matches in full.
+	Pattern   string `json:"pattern,omitempty"`
+	MaxLength int    `json:"max_length,omitempty"`
+	// CaseInsensitive: an Enum value matches in any case.
+	CaseInsensitive bool `json:"case_insensitive,omitempty"`
+	// Secret: the value is shown nowhere (the job reads [redacted]).
+	Secret bool `json:"secret,omitempty"`
 }
 
 // Renderers returns the catalogue.
@@ -422,8 +719,15 @@ func (c *Client) Download(ctx context.Context, o Output, w io.Writer) error {
 
 // DownloadAll writes every output of a succeeded job into dir (made if
 // missing) under its name and returns the paths. A file that fails its
-// digest is removed.
+// digest is removed. A job that did not succeed is an error (a *JobError
+// when it failed or was canceled), not an empty list.
 func (c *Client) DownloadAll(ctx context.Context, j *Job, dir string) ([]string, error) {
+	if j.State != jobstate.Succeeded {
+		if err := jobError(j); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("renderbox: job %s is %s: it has no outputs until it succeeds (Wait for it)", j.ID, j.State)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -491,7 +795,10 @@ func (c *Client) httpClient() *http.Client {
 func (c *Client) doJSON(req *http.Request, v any) error {
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return err
+		if ctx := req.Context(); ctx.Err() != nil || unanswerable(err) {
+			return err
+		}
+		return &transportError{err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {

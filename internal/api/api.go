@@ -334,6 +334,12 @@ type rendererJSON struct {
 }
 
 func (s *Server) renderers(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, Catalogue())
+}
+
+// Catalogue is the body of GET /v1/renderers (also what the client's and
+// the CLI's unit tests are answered, internal/apifake).
+func Catalogue() any {
 	var list []rendererJSON
 	for _, r := range render.All() {
 		l := r.Limits.WithDefaults()
@@ -342,7 +348,7 @@ func (s *Server) renderers(w http.ResponseWriter, _ *http.Request) {
 			MaxOutputBytes: l.MaxOutputBytes, MaxOutputFiles: l.MaxOutputFiles,
 		}})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"renderers": list})
+	return map[string]any{"renderers": list}
 }
 
 // writeJSON answers v as JSON with its Content-Length: encoded whole

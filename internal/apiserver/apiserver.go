@@ -40,6 +40,7 @@ import (
 	"github.com/renderbox/renderbox/internal/buildinfo"
 	"github.com/renderbox/renderbox/internal/cidr"
 	"github.com/renderbox/renderbox/internal/envflag"
+	"github.com/renderbox/renderbox/internal/flagargs"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/webhook"
@@ -121,8 +122,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9090", `serve /metrics here, apart from the API ("" disables)`)
 	c.Redis.Bind(fs)
 	fs.DurationVar(&c.WorkerHeartbeatTimeout, "worker-heartbeat-timeout", 30*time.Second, "/readyz answers 503 when no worker has sent a heartbeat within this (a few of the workers' -heartbeat-interval)")
-	fs.StringVar(&c.DB, "db", "/var/lib/renderbox/api/ledger.db", "the ledger: a SQLite file or a PostgreSQL URL (postgres://…; a password goes in RENDERBOX_DB or -db-file, not here)")
-	fs.StringVar(&c.DBFile, "db-file", "", "read the ledger's -db value (e.g. a PostgreSQL URL with its password) from the first line of this file")
+	c.bindLedger(fs)
 	fs.DurationVar(&c.Retention, "retention", 24*time.Hour, "how long inputs, outputs and finished jobs' queue records are kept")
 	fs.Int64Var(&c.Limits.MaxBodyBytes, "max-body-bytes", 64<<20, "largest request body (413 past it)")
 	fs.IntVar(&c.Limits.MaxQueueDepth, "max-queue-depth", 1000, "most jobs waiting or running (503 past it)")
@@ -148,6 +148,12 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
 	fs.DurationVar(&c.Events.RetryAfter, "event-retry-after", 5*time.Second, "a result event not applied (ledger error, unknown job, a replica that died) is retried by any replica after this")
 	fs.Int64Var(&c.Events.MaxDeliveries, "event-max-deliveries", 10, "a result event not applied after this many deliveries is moved to the dead-letter stream renderbox:events:dead")
+}
+
+// bindLedger registers the ledger's flags, the only ones api keys takes.
+func (c *Config) bindLedger(fs *flag.FlagSet) {
+	fs.StringVar(&c.DB, "db", "/var/lib/renderbox/api/ledger.db", "the ledger: a SQLite file or a PostgreSQL URL (postgres://…; a password goes in RENDERBOX_DB or -db-file, not here)")
+	fs.StringVar(&c.DBFile, "db-file", "", "read the ledger's -db value (e.g. a PostgreSQL URL with its password) from the first line of this file")
 }
 
 // webhooks builds the API's webhook settings from the configuration.
@@ -251,6 +257,10 @@ Run "api serve -h" or "api keys create -h" for the flags.
 // line not understood — which opens nothing. serve runs until ctx ends.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
@@ -311,12 +321,12 @@ func serveFlags(c *Config) (*flag.FlagSet, *bool) {
 	return fs, fs.Bool("version", false, "print the build (version, VCS revision, Go release) and exit")
 }
 
-// keysFlags is api keys sub's command line: the configuration's flags
-// (of which keys uses the ledger's) and create's -admin and -create, which
-// say what to do rather than set anything (no variable).
+// keysFlags is api keys sub's command line: the ledger's flags and
+// create's -admin and -create, which say what to do rather than set
+// anything (no variable).
 func keysFlags(sub string, c *Config) (fs *flag.FlagSet, admin, create *bool) {
 	fs = flag.NewFlagSet("api keys "+sub, flag.ContinueOnError)
-	c.bind(fs)
+	c.bindLedger(fs)
 	admin, create = new(bool), new(bool)
 	if sub == "create" {
 		fs.BoolVar(admin, "admin", false, "an admin key: may also list the workers (GET /v1/workers)")
@@ -476,11 +486,20 @@ func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var c Config
 	fs, adminFlag, createFlag := keysFlags(sub, &c)
-	if err := fs.Parse(args[1:]); err != nil {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // -h: the synopsis and flags below, on stdout
+	pos, err := flagargs.Parse(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stdout, "usage: api keys %s\n\nflags (before or after the argument):\n", keysSynopsis[sub])
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return err
+	}
+	if err != nil {
 		return parseError(err)
 	}
-	if want := map[string]int{"create": 1, "revoke": 1, "list": 0}[sub]; fs.NArg() != want {
-		return usagef("api keys %s takes %s, got %d arguments", sub, map[string]string{"create": "one NAME", "revoke": "one ID", "list": "none"}[sub], fs.NArg())
+	if want := map[string]int{"create": 1, "revoke": 1, "list": 0}[sub]; len(pos) != want {
+		return usagef("api keys %s takes %s, got %d arguments", sub, map[string]string{"create": "one NAME", "revoke": "one ID", "list": "none"}[sub], len(pos))
 	}
 	if err := c.settle(fs); err != nil {
 		return err
@@ -500,17 +519,17 @@ func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if admin {
 			create, kind = store.CreateAdminKey, "admin key"
 		}
-		secret, k, err := create(ctx, fs.Arg(0))
+		secret, k, err := create(ctx, pos[0])
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "created %s %s (%s); the secret below is shown once:\n", kind, k.ID, k.Name)
 		fmt.Fprintln(stdout, secret)
 	case "revoke":
-		if err := store.RevokeKey(ctx, fs.Arg(0)); err != nil {
+		if err := store.RevokeKey(ctx, pos[0]); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "revoked %s\n", fs.Arg(0))
+		fmt.Fprintf(stdout, "revoked %s\n", pos[0])
 	case "list":
 		ks, err := store.ListKeys(ctx)
 		if err != nil {
@@ -528,6 +547,12 @@ func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+var keysSynopsis = map[string]string{
+	"create": "create [-admin] [-create] [-db FILE|URL | -db-file F] NAME",
+	"revoke": "revoke [-db FILE|URL | -db-file F] ID",
+	"list":   "list [-db FILE|URL | -db-file F]",
 }
 
 // ledgerExists refuses a SQLite ledger path that names no file unless

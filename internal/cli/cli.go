@@ -1,14 +1,16 @@
 // Package cli is renderbox, the API's command-line client, built on
-// package client:
+// package client (docs/cli.md is its reference):
 //
 //	renderbox render -r html-pdf report.html -o out/
+//	renderbox render -r html-pdf site/ -then pdf-protect:'{"user_password": "x"}'
 //	renderbox jobs ls | get ID | cancel ID
-//	renderbox renderers
+//	renderbox renderers [NAME]
 //
-// The server and key come from flags (-server, -key-file), the
-// environment (RENDERBOX_SERVER, RENDERBOX_KEY, RENDERBOX_KEY_FILE) or a
-// config file (RENDERBOX_CONFIG, default ~/.config/renderbox/config.json:
-// {"server": "...", "key_file": "..."}), in that order.
+// Flags go before or after the arguments. The server and key come from
+// flags (-server, -key-file), the environment (RENDERBOX_SERVER,
+// RENDERBOX_KEY, RENDERBOX_KEY_FILE) or a config file (RENDERBOX_CONFIG,
+// default ~/.config/renderbox/config.json: {"server": "...", "key_file":
+// "..."}), in that order.
 package cli
 
 import (
@@ -18,50 +20,101 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/renderbox/renderbox/client"
 	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/flagargs"
 	"github.com/renderbox/renderbox/jobstate"
 )
 
-const usage = `usage: renderbox COMMAND [flags] [args]
+// Exit statuses: each kind of failure its own, so that a script can tell
+// a job that failed from a request the server refused and from a server
+// it could not reach.
+const (
+	ExitOK          = 0
+	ExitError       = 1 // anything else: a local file, the settings, a download
+	ExitUsage       = 2 // the command line is not understood
+	ExitJobFailed   = 3 // the job ended failed or canceled
+	ExitRefused     = 4 // the server refused the request (4xx)
+	ExitUnreachable = 5 // no answer, or 5xx, after the client's retries
+	ExitWarnings    = 6 // -strict: the job succeeded with missing files or refused requests
+)
+
+const exitCodes = `exit status: 0 done; 1 another error (a local file, the settings, a download);
+2 command line not understood; 3 the job failed or was canceled; 4 the server
+refused the request (4xx); 5 the server could not be reached or failed (5xx)
+after retries; 6 -strict and the page missed files or had requests refused`
+
+const usage = `usage: renderbox COMMAND [flags] [args]   (flags before or after the args)
 
 commands:
-  render -r RENDERER [-o DIR] [-opt NAME=VALUE]... FILE...   submit, wait with a progress line, download the outputs
-  jobs ls [-state S] [-limit N]                              the key's jobs, newest first
-  jobs get ID                                                one job, as JSON
-  jobs cancel ID                                             cancel a queued or running job
-  renderers                                                  the renderers and what they take
-  -version                                                   print the build and exit
+  render -r RENDERER [flags] FILE...|DIR   submit, show progress, download the outputs
+  jobs ls [-state S] [-limit N]            the key's jobs, newest first
+  jobs get ID                              one job, as JSON
+  jobs cancel ID                           cancel a queued or running job
+  renderers [NAME]                         the renderers; with NAME, its options
+  help [COMMAND]                           this, or a command's flags (or COMMAND -h)
+  -version                                 print the build and exit
 
 every command takes -server URL and -key-file FILE (or RENDERBOX_SERVER,
 RENDERBOX_KEY or RENDERBOX_KEY_FILE, or a config file: RENDERBOX_CONFIG,
 default ~/.config/renderbox/config.json, {"server": "...", "key_file": "..."})
-`
+
+` + exitCodes + "\n"
 
 // errUsage is a mistake in the command line: exit 2 with the usage.
 var errUsage = errors.New("usage")
 
+// errShown is a command-line mistake already explained with its
+// command's usage: exit 2, nothing more printed.
+var errShown = errors.New("shown")
+
+// errStrict is -strict meeting a warning.
+var errStrict = errors.New("-strict: the job succeeded with warnings")
+
 // Main carries out one command line (without the program's name) and
-// returns the exit status: 0, 1 for a command that failed, 2 with the
-// usage for a command line not understood.
+// returns the exit status (the Exit constants).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := run(ctx, args, stdout, stderr)
+	code := ExitCode(err)
 	switch {
+	case err == nil:
 	case errors.Is(err, errUsage):
 		fmt.Fprint(stderr, usage)
-		return 2
-	case err != nil:
-		fmt.Fprintf(stderr, "renderbox: %v\n", err)
-		return 1
+	case errors.Is(err, errShown):
+	default:
+		fmt.Fprintf(stderr, "renderbox: %s\n", strings.TrimPrefix(err.Error(), "renderbox: "))
 	}
-	return 0
+	return code
+}
+
+// ExitCode is the exit status for what a command returned.
+func ExitCode(err error) int {
+	var jobErr *client.JobError
+	var apiErr *client.Error
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, errUsage), errors.Is(err, errShown):
+		return ExitUsage
+	case errors.Is(err, errStrict):
+		return ExitWarnings
+	case errors.As(err, &jobErr):
+		return ExitJobFailed
+	case errors.As(err, &apiErr) && apiErr.Status >= 400 && apiErr.Status < 500 && !client.Transient(err):
+		return ExitRefused
+	case client.Transient(err), errors.As(err, new(*url.Error)):
+		// No answer, or 5xx after retries; or a host that does not
+		// resolve, a certificate not trusted (not retried).
+		return ExitUnreachable
+	}
+	return ExitError
 }
 
 // settings are where the server is and the key.
@@ -70,8 +123,8 @@ type settings struct {
 }
 
 func (s *settings) bind(fs *flag.FlagSet) {
-	fs.StringVar(&s.server, "server", "", "the API's base URL (RENDERBOX_SERVER)")
-	fs.StringVar(&s.keyFile, "key-file", "", "a file holding the API key (RENDERBOX_KEY_FILE; or the key itself in RENDERBOX_KEY)")
+	fs.StringVar(&s.server, "server", "", "the API's base `URL` (RENDERBOX_SERVER)")
+	fs.StringVar(&s.keyFile, "key-file", "", "a `file` holding the API key (RENDERBOX_KEY_FILE; or the key itself in RENDERBOX_KEY)")
 }
 
 // client resolves the settings: flags, then the environment, then the
@@ -98,7 +151,7 @@ func (s *settings) client() (*client.Client, error) {
 	if server == "" {
 		return nil, errors.New("no server: give -server URL, RENDERBOX_SERVER or a config file")
 	}
-	key := os.Getenv("RENDERBOX_KEY")
+	key := strings.TrimSpace(os.Getenv("RENDERBOX_KEY"))
 	if f := first(s.keyFile, os.Getenv("RENDERBOX_KEY_FILE"), conf.KeyFile); f != "" && (s.keyFile != "" || key == "") {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -121,39 +174,146 @@ func first(vs ...string) string {
 	return ""
 }
 
+// command is one command: its synopsis, its flags and what it does with
+// the arguments left after them.
+type command struct {
+	synopsis string
+	nargs    [2]int // fewest and most arguments; -1: no most
+	flags    func(fs *flag.FlagSet) func(ctx context.Context, e *env, args []string) error
+}
+
+var commands = map[string]command{
+	"render": {
+		synopsis: "render -r RENDERER [flags] FILE...|DIR\n\n" +
+			"Submits the files (a page first, then the files it loads, each under the\n" +
+			"path given: css/style.css stays css/style.css) or a directory (its tree,\n" +
+			"index.html the page), shows the job's progress on stderr, downloads the\n" +
+			"outputs into -o and prints their paths. -opt values take the types of the\n" +
+			"renderer's options (renderbox renderers NAME).",
+		nargs: [2]int{0, -1},
+		flags: renderFlags,
+	},
+	"jobs ls": {
+		synopsis: "jobs ls [-state S] [-limit N]\n\nThe key's jobs, newest first.",
+		flags:    lsFlags,
+	},
+	"jobs get":    {synopsis: "jobs get ID\n\nOne job, as JSON.", nargs: [2]int{1, 1}, flags: getFlags("get")},
+	"jobs cancel": {synopsis: "jobs cancel ID\n\nCancel a queued or running job; prints it as JSON.", nargs: [2]int{1, 1}, flags: getFlags("cancel")},
+	"renderers": {
+		synopsis: "renderers [NAME]\n\nThe renderers, one a line; with NAME, its inputs, limits and options\n(type, default, bounds).",
+		nargs:    [2]int{0, 1},
+		flags:    renderersFlags,
+	},
+}
+
+func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "help" }
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return errUsage
 	}
 	cmd, args := args[0], args[1:]
-	if cmd == "-version" || cmd == "--version" {
+	switch {
+	case cmd == "-version" || cmd == "--version":
 		if len(args) > 0 {
 			return errUsage
 		}
 		buildinfo.Read().Print(stdout, "renderbox")
 		return nil
-	}
-	if cmd == "jobs" {
+	case isHelp(cmd):
+		if len(args) == 0 {
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		name := strings.Join(args, " ")
+		if _, ok := commands[name]; !ok {
+			if name == "jobs" {
+				fmt.Fprint(stdout, usage)
+				return nil
+			}
+			fmt.Fprintf(stderr, "renderbox help: no command %q\n", name)
+			return errUsage
+		}
+		return runCommand(ctx, name, []string{"-h"}, stdout, stderr)
+	case cmd == "jobs":
 		if len(args) == 0 {
 			return errUsage
 		}
+		if isHelp(args[0]) {
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
 		cmd, args = "jobs "+args[0], args[1:]
 	}
-	var s settings
-	fs := flag.NewFlagSet("renderbox "+cmd, flag.ContinueOnError)
+	if _, ok := commands[cmd]; !ok {
+		fmt.Fprintf(stderr, "renderbox: unknown command %q\n", cmd)
+		return errUsage
+	}
+	return runCommand(ctx, cmd, args, stdout, stderr)
+}
+
+func runCommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	cmd := commands[name]
+	s := &env{stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("renderbox "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed once, below
 	s.bind(fs)
-	switch cmd {
-	case "render":
-		return render(ctx, fs, &s, args, stdout, stderr)
-	case "jobs ls":
-		state := fs.String("state", "", "only jobs in this state (queued, running, succeeded, failed, canceled)")
-		limit := fs.Int("limit", 50, "the most jobs to list")
-		c, err := parse(fs, &s, args, 0)
+	do := cmd.flags(fs)
+	printUsage := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: renderbox %s\n\nflags:\n", cmd.synopsis)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+		fmt.Fprintf(w, "\n%s\n", exitCodes)
+	}
+	pos, err := flagargs.Parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(stdout)
+		return nil
+	}
+	if err == nil && (len(pos) < cmd.nargs[0] || cmd.nargs[1] >= 0 && len(pos) > cmd.nargs[1]) {
+		err = fmt.Errorf("renderbox %s: want %s, got %q", name, argCount(cmd.nargs), pos)
+		fmt.Fprintln(stderr, err)
+	}
+	if err != nil {
+		// flag has said what was wrong.
+		printUsage(stderr)
+		return errShown
+	}
+	err = do(ctx, s, pos)
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "renderbox %s: %s\n(renderbox %s -h shows its flags)\n", name, ue, name)
+		return errShown
+	}
+	return err
+}
+
+func argCount(n [2]int) string {
+	switch {
+	case n[0] == n[1]:
+		return fmt.Sprintf("%d argument(s)", n[0])
+	case n[1] < 0:
+		return fmt.Sprintf("at least %d argument(s)", n[0])
+	}
+	return fmt.Sprintf("%d to %d arguments", n[0], n[1])
+}
+
+// usageError is a command-line mistake found after the flags parsed.
+type usageError string
+
+func (e usageError) Error() string { return string(e) }
+
+func lsFlags(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+	state := fs.String("state", "", "only jobs in this `state` (queued, running, succeeded, failed, canceled)")
+	limit := fs.Int("limit", 50, "the most jobs to list")
+	return func(ctx context.Context, s *env, _ []string) error {
+		c, err := s.client()
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSTATE\tRENDERER\tCREATED\tOUTPUTS")
 		n := 0
 		for j, err := range c.Jobs(ctx, client.ListOptions{State: jobstate.State(*state), Limit: min(*limit, 100)}) {
@@ -166,186 +326,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		return tw.Flush()
-	case "jobs get", "jobs cancel":
-		c, err := parse(fs, &s, args, 1)
-		if err != nil {
-			return err
-		}
-		get := c.Get
-		if cmd == "jobs cancel" {
-			get = c.Cancel
-		}
-		j, err := get(ctx, fs.Arg(0))
-		if err != nil {
-			return err
-		}
-		e := json.NewEncoder(stdout)
-		e.SetIndent("", "  ")
-		return e.Encode(j)
-	case "renderers":
-		c, err := parse(fs, &s, args, 0)
-		if err != nil {
-			return err
-		}
-		rs, err := c.Renderers(ctx)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tOUTPUT\tINPUTS\tOPTIONS")
-		for _, r := range rs {
-			var names []string
-			for _, o := range r.Options {
-				var opt struct {
-					Name string `json:"name"`
-				}
-				_ = json.Unmarshal(o, &opt)
-				names = append(names, opt.Name)
+	}
+}
+
+// env is what a command runs with: the settings and where to write.
+type env struct {
+	settings
+	stdout, stderr io.Writer
+}
+
+func getFlags(op string) func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+	return func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+		return func(ctx context.Context, s *env, args []string) error {
+			c, err := s.client()
+			if err != nil {
+				return err
 			}
-			sort.Strings(names)
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Output, strings.Join(r.Inputs, ","), strings.Join(names, ","))
+			get := c.Get
+			if op == "cancel" {
+				get = c.Cancel
+			}
+			j, err := get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(s.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(j)
 		}
-		return tw.Flush()
-	}
-	fmt.Fprintf(stderr, "renderbox: unknown command %q\n", cmd)
-	return errUsage
-}
-
-// parse parses the flags and wants exactly nargs arguments after them.
-func parse(fs *flag.FlagSet, s *settings, args []string, nargs int) (*client.Client, error) {
-	if err := fs.Parse(args); err != nil {
-		return nil, errUsage
-	}
-	if fs.NArg() != nargs {
-		fmt.Fprintf(fs.Output(), "renderbox %s: want %d argument(s), got %q\n", strings.TrimPrefix(fs.Name(), "renderbox "), nargs, fs.Args())
-		return nil, errUsage
-	}
-	return s.client()
-}
-
-// optionFlags collect -opt NAME=VALUE: a VALUE that reads as JSON (150,
-// true, "x") is that value, anything else a string.
-type optionFlags map[string]any
-
-func (o optionFlags) String() string { return "" }
-
-func (o optionFlags) Set(v string) error {
-	name, val, ok := strings.Cut(v, "=")
-	if !ok || name == "" {
-		return fmt.Errorf("want NAME=VALUE, got %q", v)
-	}
-	var x any
-	if json.Unmarshal([]byte(val), &x) != nil {
-		x = val
-	}
-	o[name] = x
-	return nil
-}
-
-func render(ctx context.Context, fs *flag.FlagSet, s *settings, args []string, stdout, stderr io.Writer) error {
-	renderer := fs.String("r", "", "the renderer (renderbox renderers lists them)")
-	dir := fs.String("o", ".", "where to write the outputs")
-	opts := optionFlags{}
-	fs.Var(opts, "opt", "a renderer option NAME=VALUE (repeat for several)")
-	optionsJSON := fs.String("options", "", `the renderer's options as one JSON object (merged under -opt)`)
-	callback := fs.String("callback", "", "a URL to send the job's webhook to")
-	outputName := fs.String("output-name", "", "name the outputs NAME.pdf, NAME-1.png, …")
-	idem := fs.String("idempotency-key", "", "resubmitting with the same key returns the first job (one is made when empty)")
-	noWait := fs.Bool("no-wait", false, "print the job's id once it is accepted and return")
-	timeout := fs.Duration("timeout", 10*time.Minute, "give up waiting after this long (the job goes on)")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if *renderer == "" || fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "renderbox render: want -r RENDERER and at least one file")
-		return errUsage
-	}
-	c, err := s.client()
-	if err != nil {
-		return err
-	}
-	options := map[string]any{}
-	if *optionsJSON != "" {
-		if err := json.Unmarshal([]byte(*optionsJSON), &options); err != nil {
-			return fmt.Errorf("-options: %w", err)
-		}
-	}
-	for k, v := range opts {
-		options[k] = v
-	}
-	req := client.Request{Renderer: *renderer, Options: options, CallbackURL: *callback, OutputName: *outputName, IdempotencyKey: *idem}
-	for _, p := range fs.Args() {
-		if _, err := os.Stat(p); err != nil {
-			return err
-		}
-		req.Files = append(req.Files, client.FromPath(p))
-	}
-	j, err := c.Submit(ctx, req)
-	if err != nil {
-		return err
-	}
-	if *noWait {
-		fmt.Fprintln(stdout, j.ID)
-		return nil
-	}
-	wctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	p := newProgress(stderr, j.ID)
-	p.show(j)
-	j, err = c.Wait(wctx, j.ID, p.show)
-	p.done()
-	if err != nil {
-		return fmt.Errorf("waiting for %s: %w", p.id, err)
-	}
-	if j.State != "succeeded" {
-		if j.Error != nil {
-			return fmt.Errorf("job %s %s: %s: %s", j.ID, j.State, j.Error.Code, j.Error.Message)
-		}
-		return fmt.Errorf("job %s %s", j.ID, j.State)
-	}
-	paths, err := c.DownloadAll(ctx, j, *dir)
-	for _, p := range paths {
-		fmt.Fprintln(stdout, p)
-	}
-	return err
-}
-
-// progress shows the job's state while it is waited for: one line
-// rewritten in place on a terminal, a line per change otherwise.
-type progress struct {
-	w     io.Writer
-	id    string
-	tty   bool
-	start time.Time
-	last  string
-}
-
-func newProgress(w io.Writer, id string) *progress {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil {
-			tty = fi.Mode()&os.ModeCharDevice != 0
-		}
-	}
-	return &progress{w: w, id: id, tty: tty, start: time.Now()}
-}
-
-func (p *progress) show(j *client.Job) {
-	line := fmt.Sprintf("%s: %s", p.id, j.State)
-	if j.Attempts > 1 {
-		line += fmt.Sprintf(" (attempt %d)", j.Attempts)
-	}
-	switch {
-	case p.tty:
-		fmt.Fprintf(p.w, "\r\033[K%s, %s", line, time.Since(p.start).Round(time.Second))
-	case line != p.last:
-		fmt.Fprintf(p.w, "%s after %.1fs\n", line, time.Since(p.start).Seconds())
-	}
-	p.last = line
-}
-
-func (p *progress) done() {
-	if p.tty {
-		fmt.Fprintln(p.w)
 	}
 }

@@ -143,7 +143,7 @@ func TestClient(t *testing.T) {
 
 // The CLI renders a file end to end against the real stack, from the
 // environment or a config file, and exits 2 with its usage on a wrong
-// command line, 1 on a failed job.
+// command line, 3 on a failed job, 4 on a refused request.
 func TestCLI(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	key := s.key("cli")
@@ -217,11 +217,18 @@ func TestCLI(t *testing.T) {
 	// A corrupt PDF fails its job: exit 1, saying why.
 	corrupt := filepath.Join(dir, "broken.pdf")
 	_ = os.WriteFile(corrupt, append([]byte("%PDF-1.4\n"), bytes.Repeat([]byte{0xde, 0xad}, 200)...), 0o600)
-	if _, stderr, code := cli(fromEnv, "render", "-r", "pdf-png", "-o", out, corrupt); code != 1 || !strings.Contains(stderr, "render_failed") {
-		t.Errorf("a failed job: exit %d, %q; want 1 naming render_failed", code, stderr)
+	if _, stderr, code := cli(fromEnv, "render", "-r", "pdf-png", "-o", out, corrupt); code != 3 || !strings.Contains(stderr, "render_failed") {
+		t.Errorf("a failed job: exit %d, %q; want 3 naming render_failed", code, stderr)
+	}
+	// A refused request: 4.
+	if _, stderr, code := cli(fromEnv, "render", "-r", "svg-pdfx", svg); code != 4 || !strings.Contains(stderr, "unknown_renderer") {
+		t.Errorf("a refused request: exit %d, %q; want 4", code, stderr)
 	}
 	// Wrong command lines: exit 2 with the usage, nothing sent.
-	for _, args := range [][]string{{}, {"nonsense"}, {"render", svg}, {"jobs"}, {"jobs", "get"}, {"jobs", "get", "a", "b"}} {
+	if _, stderr, code := cli(fromEnv, "render", svg); code != 2 || !strings.Contains(stderr, "want -r RENDERER") {
+		t.Errorf("renderbox render FILE: exit %d, %q; want 2", code, stderr)
+	}
+	for _, args := range [][]string{{}, {"nonsense"}, {"jobs"}, {"jobs", "get"}, {"jobs", "get", "a", "b"}} {
 		if _, stderr, code := cli(fromEnv, args...); code != 2 || !strings.Contains(stderr, "usage: renderbox") {
 			t.Errorf("renderbox %q: exit %d, %q; want 2 with the usage", args, code, stderr)
 		}
