@@ -60,8 +60,8 @@ func TestDocCommands(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", b.Text)
 			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "RENDERBOX_URL="+s.base, "RENDERBOX_KEY="+key,
-				"HOME="+dir, "RENDERBOX_SERVER=", "RENDERBOX_KEY_FILE=", "RENDERBOX_CONFIG=")
+			cmd.Env = append(os.Environ(), "RENDERBOX_SERVER="+s.base, "RENDERBOX_KEY="+key,
+				"HOME="+dir, "RENDERBOX_KEY_FILE=", "RENDERBOX_CONFIG=")
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("%s:%d: %v\n--- block:\n%s--- output:\n%s", rel, b.Line, err, b.Text, out)
