@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:/usr/local/bin:$(PATH)
 
-.PHONY: setup rootfs build run test unit lint bench check redis clean
+.PHONY: setup rootfs build run up test unit lint bench check redis clean
 
 ## setup: Debian packages, static runsc at the pinned version, the rootfs
 setup:
@@ -16,9 +16,15 @@ rootfs:
 build:
 	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/...
 
-## run: the main job — setup, Redis, worker, API, a key, real renders over HTTP into out/
+## run: the main job — setup, Redis, worker, API, a key, real renders over HTTP into
+## out/; then it stops the worker and API, revokes the key and says where the logs are
 run: setup build
 	bash scripts/run.sh
+
+## up: the same stack, kept running until Ctrl-C: prints the URL, a key for the
+## session (revoked on exit) and where the logs are
+up: setup build
+	bash scripts/run.sh up
 
 ## test: setup, then the full suite (real runsc, rootfs, cgroups)
 test: setup

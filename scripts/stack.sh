@@ -1,10 +1,13 @@
 # shellcheck shell=bash
 # Sourced by run.sh and bench.sh: starts Redis (if none answers), a worker
 # (after its start-up checks and self-test) and the API, creates an API key,
-# and stops the worker and API when the calling script exits.
+# and when the calling script exits stops the worker and API, revokes the
+# key (its secret was only ever in this shell) and says where the logs are.
+# Redis is left running, as scripts/redis.sh leaves it.
 # Takes (all optional): WORKER_ARGS and API_ARGS, extra flags for each;
-# WORKER_METRICS, the worker's -metrics-addr (off unless set); LOGS.
-# Sets: addr, key, logs, worker_pid. Needs bin/ (make build).
+# WORKER_METRICS, the worker's -metrics-addr (off unless set); LOGS;
+# KEY_NAME, the key's name before its timestamp (default: the script's).
+# Sets: addr, key, key_id, logs, worker_pid. Needs bin/ (make build).
 # stack_restart_worker LOGFILE FLAGS… drains the worker and starts another
 # with other flags (bench.sh: pool off, then on).
 addr=${RENDERBOX_ADDR:-127.0.0.1:8080}
@@ -12,6 +15,7 @@ export RENDERBOX_REDIS=${RENDERBOX_REDIS:-127.0.0.1:6379}
 db=${RENDERBOX_DB:-/var/lib/renderbox/api/ledger.db}
 logs=${LOGS:-out/logs}
 mkdir -p "$logs"
+logs=$(cd "$logs" && pwd) # absolute: it is printed for whoever reads it from elsewhere
 # -m applies to the deepest directory only, the one that must be the owner's.
 # shellcheck disable=SC2174
 mkdir -p -m 0700 "$(dirname "$db")"  # the ledger and webhook.key: owner only
@@ -22,9 +26,18 @@ bash scripts/redis.sh
 worker_metrics=${WORKER_METRICS:-}
 stack_pids=()
 worker_pid=
+key_id=
 stack_stop() {
   for p in "${stack_pids[@]}" $worker_pid; do kill -TERM "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  if [ -n "$key_id" ]; then
+    if bin/api keys revoke -db "$db" "$key_id" >/dev/null; then
+      echo "revoked this run's API key $key_id"
+    else
+      echo "could not revoke this run's API key: bin/api keys revoke -db $db $key_id" >&2
+    fi
+  fi
+  echo "logs: $logs/worker.log, $logs/api.log"
 }
 trap stack_stop EXIT
 
@@ -59,4 +72,8 @@ for _ in $(seq 50); do curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && break;
 curl -fsS "http://$addr/readyz" >/dev/null || { cat "$logs/api.log"; echo "the API is not ready" >&2; exit 1; }
 
 # shellcheck disable=SC2034 # key is for the script that sources this one
-key=$(bin/api keys create -db "$db" "$(basename "$0" .sh)-$(date +%s)" 2>/dev/null)
+key=$(bin/api keys create -db "$db" "${KEY_NAME:-$(basename "$0" .sh)}-$(date +%s)" 2>"$logs/key.txt")
+# "created key ID (NAME); the secret below is shown once:" on stderr.
+key_id=$(sed -n 's/^created key \([^ ]*\) .*/\1/p' "$logs/key.txt")
+rm -f "$logs/key.txt"
+[ -n "$key_id" ] || echo "the key's id was not printed; it stays active: bin/api keys list -db $db" >&2

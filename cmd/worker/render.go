@@ -19,8 +19,8 @@ const renderHelp = `usage: worker render -renderer NAME [flags] INPUT -o OUTDIR
 
 Render a local file through a real sandbox, as a job would be (each stage
 of a chain in a fresh one), write its outputs into OUTDIR and print a JSON
-summary: outcome, sandbox, outputs, timings. It needs runsc, cgroups and
-the rootfs, not Redis or the API.
+summary: outcome, sandbox, outputs, the phases' timings in seconds. It
+needs runsc, cgroups and the rootfs, not Redis or the API.
 `
 
 // renderArgs are render's flags that name its job, not a setting: they
@@ -29,12 +29,14 @@ var renderArgs = []string{"renderer", "o", "options", "limits", "input-type"}
 
 // renderSummary is what `worker render` prints on stdout.
 type renderSummary struct {
-	Renderer  string            `json:"renderer"`
-	Outcome   sandbox.Outcome   `json:"outcome"`
-	Error     string            `json:"error,omitempty"`
-	SandboxID string            `json:"sandbox_id"`
-	Outputs   []string          `json:"outputs,omitempty"`
-	Timings   map[string]string `json:"timings"`
+	Renderer  string          `json:"renderer"`
+	Outcome   sandbox.Outcome `json:"outcome"`
+	Error     string          `json:"error,omitempty"`
+	SandboxID string          `json:"sandbox_id"`
+	Outputs   []string        `json:"outputs,omitempty"`
+	// Timings are the sandbox's phases in seconds, as the logs and the
+	// metrics give durations.
+	Timings map[string]float64 `json:"timings_seconds"`
 }
 
 func cmdRender(ctx context.Context, args []string, stdout io.Writer) error {
@@ -85,9 +87,9 @@ func cmdRender(ctx context.Context, args []string, stdout io.Writer) error {
 		res, runErr = m.Run(ctx, next.Job)
 	}
 	sum := renderSummary{Renderer: name, Outcome: sandbox.OutcomeOf(runErr), SandboxID: res.SandboxID,
-		Timings: map[string]string{
-			"create": res.Timings.Create.String(), "start": res.Timings.Start.String(),
-			"render": res.Timings.Render.String(), "teardown": res.Timings.Teardown.String(),
+		Timings: map[string]float64{
+			"create": res.Timings.Create.Seconds(), "start": res.Timings.Start.Seconds(),
+			"render": res.Timings.Render.Seconds(), "teardown": res.Timings.Teardown.Seconds(),
 		}}
 	var outs []render.Output
 	if runErr == nil {

@@ -82,3 +82,12 @@ func TestSettingsDefaultsAreDocumented(t *testing.T) {
 		}
 	})
 }
+
+// serve's -h says where /metrics is by default (flag prints the value)
+// and that it is loopback only.
+func TestMetricsAddrHelpStatesItsDefault(t *testing.T) {
+	f := serveFlags(new(worker.Config), new(worker.ServeConfig)).Lookup("metrics-addr")
+	if f == nil || f.DefValue != "127.0.0.1:9091" || !strings.Contains(f.Usage, "the default is loopback") || !strings.Contains(f.Usage, `"" disables`) {
+		t.Errorf("-metrics-addr: %+v, want its default 127.0.0.1:9091 stated as loopback only", f)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -181,6 +182,9 @@ func TestOldRootfsIsWarnedThenRefused(t *testing.T) {
 	}
 }
 
+// secondsRE is a phase's time in a summary: a number of seconds.
+var secondsRE = regexp.MustCompile(`"render": \d+\.\d+,`)
+
 func TestRenderCommand(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -212,6 +216,10 @@ func TestRenderCommand(t *testing.T) {
 		}
 		if !strings.Contains(out, `"outcome": "succeeded"`) {
 			t.Errorf("%s: summary lacks the outcome:\n%s", tc.renderer, out)
+		}
+		// Durations in seconds, as the logs give them, not "1.234ms".
+		if !strings.Contains(out, `"timings_seconds": {`) || !secondsRE.MatchString(out) || strings.Contains(out, `ms"`) {
+			t.Errorf("%s: summary's timings are not in seconds:\n%s", tc.renderer, out)
 		}
 		for _, name := range tc.outputs {
 			b, err := os.ReadFile(filepath.Join(outDir, name))

@@ -25,6 +25,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/egress"
+	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
@@ -103,6 +105,8 @@ type Server struct {
 	// Webhooks configures job webhooks; the zero value refuses
 	// callback_url.
 	Webhooks Webhooks
+	// Remote configures download_from; the zero value refuses it.
+	Remote RemoteContent
 	// Registry receives the API's metrics; nil means a private one. They
 	// are served by MetricsHandler, not by Handler.
 	Registry *prometheus.Registry
@@ -134,6 +138,8 @@ type Server struct {
 	webhookWake  chan struct{}
 	dispatchWake chan struct{}
 	memory       *memoryGuard
+	fetcher      *fetch.Fetcher
+	fetching     *fetchSlots
 	once         sync.Once
 }
 
@@ -169,6 +175,16 @@ func (s *Server) init() {
 	s.metrics = newMetrics(s.Registry, s.Queue, s.Ledger, s.WorkerHeartbeatTimeout)
 	s.Registry.MustRegister(s.Build.Collector())
 	s.inFlight = newInFlight(s.HTTP)
+	if s.Remote.Enabled {
+		if s.Remote.Timeout <= 0 {
+			s.Remote.Timeout = 60 * time.Second
+		}
+		if s.Remote.MaxPerKey <= 0 {
+			s.Remote.MaxPerKey = 4
+		}
+		s.fetching = &fetchSlots{n: map[string]int{}, max: s.Remote.MaxPerKey}
+		s.fetcher = fetch.New(&egress.Dialer{Policy: s.Remote.Policy, Resolver: s.Remote.Resolver}, s.Remote.Limits, s.metrics.fetches)
+	}
 }
 
 // Handler returns the routes. /metrics is not among them: see

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/wire"
 )
@@ -92,7 +93,7 @@ func (b *boundedBody) tighten(limit int64) error {
 }
 
 func (b *boundedBody) tooLarge() error {
-	return fmt.Errorf("%w: the request body is over %d bytes", errBodyTooLarge, b.limit)
+	return fmt.Errorf("%w: the request body is over %s", errBodyTooLarge, bytesize.String(b.limit))
 }
 
 // inputBuffer holds the decoded input, refusing bytes past max.
@@ -127,7 +128,7 @@ func (ib *inputBuffer) tighten(max int64, who string) error {
 }
 
 func (ib *inputBuffer) tooLarge() error {
-	return fmt.Errorf("%w: the input is over %d bytes, the most %s accepts", render.ErrInputTooLarge, ib.max, ib.who)
+	return fmt.Errorf("%w: the input is over %s, the most %s accepts", render.ErrInputTooLarge, bytesize.String(ib.max), ib.who)
 }
 
 // intake is one submission being read.
@@ -218,7 +219,7 @@ func readErr(what string, err error) error {
 }
 
 func fieldTooLarge(name string) error {
-	return fmt.Errorf("%w: the %s field is over %d bytes", errFieldTooLarge, name, maxFieldBytes)
+	return fmt.Errorf("%w: the %s field is over %s", errFieldTooLarge, name, bytesize.String(maxFieldBytes))
 }
 
 // readSubmission reads a multipart or JSON submission. Errors wrap
@@ -240,8 +241,8 @@ func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render
 	// a client that waits for it never sends the body and reads the 413
 	// whole. The renderer is inside the body, so the bound is the route's.
 	if r.ContentLength > in.body.limit {
-		return nil, nil, fmt.Errorf("%w: the request body is declared as %d bytes (Content-Length), over the %d bytes a submission may be; each renderer's max_input_bytes is in GET /v1/renderers",
-			errBodyTooLarge, r.ContentLength, in.body.limit)
+		return nil, nil, fmt.Errorf("%w: the request body is declared as %s (Content-Length), over the %s a submission may be; each renderer's max_input_bytes is in GET /v1/renderers",
+			errBodyTooLarge, bytesize.String(r.ContentLength), bytesize.String(in.body.limit))
 	}
 	if in.json {
 		err = in.readJSON()
@@ -265,7 +266,7 @@ func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render
 	return &in.sub, in.renderer, nil
 }
 
-var multipartFields = []string{"renderer", "file", "input_type", "options", "limits", "callback_url", "output_name", "then"}
+var multipartFields = []string{"renderer", "file", "download_from", "input_type", "options", "limits", "callback_url", "output_name", "then"}
 
 func (in *intake) readMultipart(boundary string) error {
 	mr := multipart.NewReader(in.body, boundary)
@@ -278,6 +279,9 @@ func (in *intake) readMultipart(boundary string) error {
 			return readErr("reading the multipart body", err)
 		}
 		name := part.FormName()
+		if name == "file" {
+			in.sub.Files++
+		}
 		if name == "file" && in.seen["file"] {
 			// Several files: the page and what it loads.
 			if err := in.addFile(part); err != nil {
@@ -307,8 +311,8 @@ func (in *intake) readMultipart(boundary string) error {
 			return err
 		}
 	}
-	if !in.seen["file"] {
-		return fmt.Errorf("%w: the multipart body has no file part", errBadRequest)
+	if err := in.oneInput("file part", "file"); err != nil {
+		return err
 	}
 	if in.zw != nil {
 		if err := in.zw.Close(); err != nil {
@@ -390,6 +394,8 @@ func (in *intake) set(name string, v []byte) error {
 		in.sub.Limits = v
 	case "then":
 		in.sub.Then = v
+	case "download_from":
+		in.sub.DownloadFrom = v
 	case "callback_url":
 		in.sub.CallbackURL = string(v)
 	case "input_type":
@@ -416,7 +422,7 @@ func partType(ct string) string {
 	return t
 }
 
-var jsonFields = []string{"renderer", "input_base64", "input_type", "options", "limits", "callback_url", "output_name", "then"}
+var jsonFields = []string{"renderer", "input_base64", "download_from", "input_type", "options", "limits", "callback_url", "output_name", "then"}
 
 // readJSON reads {"renderer": …, "input_base64": …, …} as a stream: the
 // base64 string is decoded as it is read, never held as text.
@@ -472,8 +478,17 @@ func (in *intake) readJSON() error {
 		}
 		return fmt.Errorf("%w: data after the JSON object (%q)", errBadRequest, c)
 	}
-	if !in.seen["input_base64"] {
-		return fmt.Errorf("%w: the JSON body has no input_base64", errBadRequest)
+	return in.oneInput("input_base64", "input_base64")
+}
+
+// oneInput checks that the submission gives its input one way: the
+// uploaded field (what, named field) or download_from.
+func (in *intake) oneInput(what, field string) error {
+	switch {
+	case in.seen[field] && in.seen["download_from"]:
+		return fmt.Errorf("%w: give the input as a %s or as download_from, not both", errBadRequest, what)
+	case !in.seen[field] && !in.seen["download_from"]:
+		return fmt.Errorf("%w: the body has no %s (or download_from)", errBadRequest, what)
 	}
 	return nil
 }

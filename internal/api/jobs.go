@@ -10,10 +10,12 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
@@ -127,6 +129,12 @@ type submission struct {
 	// Content-Type when it names a declarable text type.
 	InputType, PartType string
 	OutputName          string // checked by render.CheckOutputName
+	// Files is how many file parts a multipart body had (Input packs
+	// them into a ZIP when there are several); 0 for a JSON body.
+	Files int
+	// DownloadFrom is the download_from list as sent (JSON): the input
+	// is fetched from these URLs (download.go) instead of uploaded.
+	DownloadFrom json.RawMessage
 }
 
 var errBadRequest = errors.New("bad request")
@@ -180,6 +188,32 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if sub.Files > 1 && !rd.TakesSeveralFiles() {
+		// The parts were packed into a ZIP (addFile); the refusal speaks
+		// of what the client sent, not of that archive.
+		problem(w, http.StatusBadRequest, "unsupported_input", fmt.Sprintf("%v: %s takes one file, and the request has %d file parts; send each file in a job of its own", render.ErrUnsupportedInput, rd.Name, sub.Files))
+		return
+	}
+	var fetched []fetch.Record
+	if sub.DownloadFrom != nil {
+		if !s.Remote.Enabled {
+			problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not fetch inputs from URLs (download_from); its operator turns that on with "+RemoteContentSetting)
+			return
+		}
+		if !s.fetching.take(key.ID) {
+			tooManyRequests(w, fmt.Sprintf("this key has %d submissions fetching their input already", s.Remote.MaxPerKey))
+			return
+		}
+		fetched, err = s.download(r.Context(), sub, rd)
+		s.fetching.give(key.ID)
+		if err != nil {
+			downloadProblem(w, err, fetched)
+			return
+		}
+		// The answer's write deadline ran while the input was fetched;
+		// it starts again, as it does from the end of an uploaded body.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.HTTP.WriteTimeout))
+	}
 	plan, err := rd.PrepareTyped(sub.Input, sub.InputType, sub.Options, sub.Limits)
 	if errors.Is(err, render.ErrUnsupportedInput) && sub.InputType == "" && sub.PartType != "" {
 		// The bytes alone do not fit: the file part's type may.
@@ -212,7 +246,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	want := ledger.Job{
 		Owner: key.ID, Renderer: rd.Name, Options: opts, Limits: limits, InputSHA256: hex.EncodeToString(sum[:]),
 		InputSize: int64(len(sub.Input)), InputType: plan.InputType, IdempotencyKey: idem, CallbackURL: sub.CallbackURL,
-		OutputName: sub.OutputName, RequestID: requestIDOf(r),
+		OutputName: sub.OutputName, RequestID: requestIDOf(r), Diagnostics: fetchedDiagnostics(fetched),
 	}
 	job, created, err := s.Ledger.CreateJob(ctx, want)
 	if err != nil {
@@ -404,7 +438,7 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if out == nil {
-		problem(w, http.StatusNotFound, "not_found", "the job has no output called "+strconv.Quote(name))
+		problem(w, http.StatusNotFound, "not_found", noSuchOutput(job, name))
 		return
 	}
 	blob, err := s.Queue.OpenBlob(r.Context(), queue.OutputKey(job.ID, name))
@@ -427,6 +461,31 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {
 	// much more than it answers.
 	boundRanges(r, blob.Size())
 	http.ServeContent(&rangeProblem{ResponseWriter: w}, r, "", job.FinishedAt, blob)
+}
+
+// maxNamedOutputs bounds the outputs a 404 names (pdf-png may make
+// hundreds); the job's record lists them all.
+const maxNamedOutputs = 20
+
+// noSuchOutput says why the job has no output called name and what it
+// does have: its outputs, or that it has none yet or at all.
+func noSuchOutput(job ledger.Job, name string) string {
+	msg := "the job has no output called " + quoteBounded(name)
+	if len(job.Outputs) == 0 {
+		if job.State != jobstate.Succeeded {
+			return fmt.Sprintf("%s: the job is %s, and only a succeeded job has outputs", msg, job.State)
+		}
+		return msg + ": it has no outputs"
+	}
+	names := make([]string, 0, min(len(job.Outputs), maxNamedOutputs))
+	for _, o := range job.Outputs[:min(len(job.Outputs), maxNamedOutputs)] {
+		names = append(names, o.Name)
+	}
+	list := strings.Join(names, ", ")
+	if more := len(job.Outputs) - len(names); more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	return fmt.Sprintf("%s; its outputs are %s (GET /v1/jobs/%s lists each with its URL)", msg, list, job.ID)
 }
 
 // blobProblem answers an output that could not be opened: past its

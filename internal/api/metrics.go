@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 )
@@ -26,6 +27,8 @@ type metrics struct {
 	// deadLettered counts events moved to the dead-letter stream, by the
 	// last failure's kind.
 	deadLettered *prometheus.CounterVec
+	// fetches counts what download_from fetched and refused.
+	fetches *fetch.Metrics
 }
 
 func newMetrics(reg *prometheus.Registry, q *queue.Queue, store ledger.Store, heartbeatTimeout time.Duration) *metrics {
@@ -48,6 +51,7 @@ func newMetrics(reg *prometheus.Registry, q *queue.Queue, store ledger.Store, he
 		Name: "renderbox_events_dead_lettered_total", Help: "Result events this replica gave up and moved to the dead-letter stream, by their last failure.",
 	}, []string{"reason"})
 	m.webhooks = newWebhookMetric(reg)
+	m.fetches = fetch.NewMetrics(reg)
 	reg.MustRegister(m.requests, m.accepted, m.finished, m.events, m.deadLettered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if q != nil {

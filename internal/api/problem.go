@@ -10,12 +10,24 @@ import (
 
 // problem writes an RFC 9457 problem+json response with a stable code.
 func problem(w http.ResponseWriter, status int, code, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	problemWith(w, status, code, detail, nil)
+}
+
+// problemWith is problem with extension members (RFC 9457 §3.2) beside the
+// standard ones.
+func problemWith(w http.ResponseWriter, status int, code, detail string, ext map[string]any) {
+	body := map[string]any{
 		"type": "https://renderbox.dev/problems/" + code, "title": http.StatusText(status),
 		"status": status, "detail": detail, "code": code,
-	})
+	}
+	for k, v := range ext {
+		if _, taken := body[k]; !taken {
+			body[k] = v
+		}
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 // renderProblem maps a catalogue refusal to its status and code: the one

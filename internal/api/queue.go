@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/queue"
 )
 
@@ -175,7 +176,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, key string, size 
 		return false
 	case bytes+size > s.Limits.MaxQueuedBytesPerKey:
 		w.Header().Set("Retry-After", "10")
-		problem(w, http.StatusTooManyRequests, "key_queue_full", fmt.Sprintf("this key's waiting jobs already hold %d input bytes; with this one they would pass %d; retry when some have started", bytes, s.Limits.MaxQueuedBytesPerKey))
+		problem(w, http.StatusTooManyRequests, "key_queue_full", fmt.Sprintf("this key's waiting jobs already hold %s of input; with this one they would pass %s; retry when some have started", bytesize.String(bytes), bytesize.String(s.Limits.MaxQueuedBytesPerKey)))
 		return false
 	}
 	return true

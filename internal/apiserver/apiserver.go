@@ -39,7 +39,9 @@ import (
 	"github.com/renderbox/renderbox/internal/api"
 	"github.com/renderbox/renderbox/internal/buildinfo"
 	"github.com/renderbox/renderbox/internal/cidr"
+	"github.com/renderbox/renderbox/internal/egress"
 	"github.com/renderbox/renderbox/internal/envflag"
+	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/flagargs"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
@@ -107,6 +109,30 @@ type Config struct {
 	WebhookRetry string
 	// WebhookTimeout bounds one delivery attempt. Default 10s.
 	WebhookTimeout time.Duration
+	// RemoteContent lets jobs name their input by URL (download_from),
+	// fetched by the API under the egress policy. Default false. Env
+	// RENDERBOX_REMOTE_CONTENT. The Remote* fields below bound it.
+	RemoteContent bool
+	// RemoteAllow and RemoteDeny list ranges (CIDRs, comma-separated)
+	// fetches may reach although not public, and may not reach although
+	// public (deny wins). Default none.
+	RemoteAllow, RemoteDeny string
+	// RemoteAllowHosts, when set, are the only hosts fetched from;
+	// RemoteDenyHosts are never fetched from. Host patterns
+	// (example.com, *.example.com), comma-separated. Default none.
+	RemoteAllowHosts, RemoteDenyHosts string
+	// RemoteMaxRequests, RemoteMaxBytes and RemoteMaxResponseBytes bound
+	// one job's fetches: requests (default 500), bytes (50 MiB) and one
+	// response (default RemoteMaxBytes), each response also held to its
+	// renderer's input limit.
+	RemoteMaxRequests      int
+	RemoteMaxBytes         int64
+	RemoteMaxResponseBytes int64
+	// RemoteTimeout bounds one job's fetches. Default 60s.
+	RemoteTimeout time.Duration
+	// RemoteMaxPerKey bounds the submissions one key has fetching at
+	// once. Default 4.
+	RemoteMaxPerKey int
 	// Events: a result event this replica could not apply is retried, by
 	// any replica, after Events.RetryAfter (default 5s) and given up to
 	// the dead-letter stream after Events.MaxDeliveries (default 10).
@@ -119,7 +145,7 @@ type Config struct {
 func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
 	fs.StringVar(&c.PublicURL, "public-url", "", "base URL clients reach the API at (https://render.example.com, a path prefix allowed): Location, output and webhook URLs are absolute under it (default: relative)")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9090", `serve /metrics here, apart from the API ("" disables)`)
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", DefaultMetricsAddr, `serve Prometheus /metrics on this address, apart from the API; the default is loopback, so only this host can scrape it ("" disables)`)
 	c.Redis.Bind(fs)
 	fs.DurationVar(&c.WorkerHeartbeatTimeout, "worker-heartbeat-timeout", 30*time.Second, "/readyz answers 503 when no worker has sent a heartbeat within this (a few of the workers' -heartbeat-interval)")
 	c.bindLedger(fs)
@@ -146,6 +172,16 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "peers (CIDRs or addresses, comma-separated) whose X-Request-Id is taken as the request's id, e.g. 127.0.0.1 for a proxy on this host (none by default)")
 	fs.StringVar(&c.WebhookRetry, "webhook-retry", "", "wait before each webhook retry, e.g. 5s,30s,2m (default 5s,30s,2m,10m,30m,1h,3h,6h,12h)")
 	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
+	fs.BoolVar(&c.RemoteContent, "remote-content", false, "fetch jobs' inputs from the URLs they name (download_from), on this host, under the egress policy (docs/security.md, \"Fetching on the host\")")
+	fs.StringVar(&c.RemoteAllow, "remote-allow", "", "non-public ranges download_from may reach, e.g. 10.0.0.0/8 (public addresses only by default)")
+	fs.StringVar(&c.RemoteDeny, "remote-deny", "", "ranges download_from may never reach, though public (wins over -remote-allow)")
+	fs.StringVar(&c.RemoteAllowHosts, "remote-allow-hosts", "", "the only hosts download_from fetches from, e.g. files.example.com,*.cdn.example.com (any by default)")
+	fs.StringVar(&c.RemoteDenyHosts, "remote-deny-hosts", "", "hosts download_from never fetches from (wins over -remote-allow-hosts)")
+	fs.IntVar(&c.RemoteMaxRequests, "remote-max-requests", fetch.DefaultMaxRequests, "most requests one job's download_from makes")
+	fs.Int64Var(&c.RemoteMaxBytes, "remote-max-bytes", fetch.DefaultMaxBytes, "most response bytes one job's download_from reads")
+	fs.Int64Var(&c.RemoteMaxResponseBytes, "remote-max-response-bytes", 0, "most bytes of one response (default -remote-max-bytes; each also at most its renderer's input limit)")
+	fs.DurationVar(&c.RemoteTimeout, "remote-timeout", 60*time.Second, "bound on all of one job's download_from fetches")
+	fs.IntVar(&c.RemoteMaxPerKey, "remote-max-per-key", 4, "most submissions one key has fetching their download_from at once (429 past it)")
 	fs.DurationVar(&c.Events.RetryAfter, "event-retry-after", 5*time.Second, "a result event not applied (ledger error, unknown job, a replica that died) is retried by any replica after this")
 	fs.Int64Var(&c.Events.MaxDeliveries, "event-max-deliveries", 10, "a result event not applied after this many deliveries is moved to the dead-letter stream renderbox:events:dead")
 }
@@ -184,6 +220,29 @@ func (c Config) webhooks() (api.Webhooks, error) {
 	}
 	p := webhook.Policy{Allow: allow}
 	return api.Webhooks{Master: master, Policy: p, Sender: webhook.NewSender(p, nil, c.WebhookTimeout), Schedule: sched}, nil
+}
+
+// remote builds the API's download_from settings from the configuration.
+func (c Config) remote() (api.RemoteContent, error) {
+	var p egress.Policy
+	var err error
+	if p.Allow, err = egress.ParseCIDRs(c.RemoteAllow); err != nil {
+		return api.RemoteContent{}, fmt.Errorf("config: -remote-allow: %w", err)
+	}
+	if p.Deny, err = egress.ParseCIDRs(c.RemoteDeny); err != nil {
+		return api.RemoteContent{}, fmt.Errorf("config: -remote-deny: %w", err)
+	}
+	if p.AllowHosts, err = egress.ParseHosts(c.RemoteAllowHosts); err != nil {
+		return api.RemoteContent{}, fmt.Errorf("config: -remote-allow-hosts: %w", err)
+	}
+	if p.DenyHosts, err = egress.ParseHosts(c.RemoteDenyHosts); err != nil {
+		return api.RemoteContent{}, fmt.Errorf("config: -remote-deny-hosts: %w", err)
+	}
+	if c.RemoteMaxRequests < 1 || c.RemoteMaxBytes < 1 || c.RemoteMaxResponseBytes < 0 || c.RemoteTimeout < time.Second || c.RemoteMaxPerKey < 1 {
+		return api.RemoteContent{}, errors.New("config: -remote-max-requests, -remote-max-bytes and -remote-max-per-key must be at least 1, -remote-max-response-bytes at least 0 and -remote-timeout at least 1s")
+	}
+	return api.RemoteContent{Enabled: c.RemoteContent, Policy: p, Timeout: c.RemoteTimeout, MaxPerKey: c.RemoteMaxPerKey,
+		Limits: fetch.Limits{MaxRequests: c.RemoteMaxRequests, MaxBytes: c.RemoteMaxBytes, MaxResponseBytes: c.RemoteMaxResponseBytes}}, nil
 }
 
 // resolveDB settles DB after fs parsed the command line: -db-file's
@@ -237,11 +296,18 @@ func (c Config) validate() error {
 	if _, err := api.ParsePublicURL(c.PublicURL); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	if _, err := c.remote(); err != nil {
+		return err
+	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
 	}
 	return nil
 }
+
+// DefaultMetricsAddr is where api serve serves /metrics unless told:
+// loopback, apart from the API's own address.
+const DefaultMetricsAddr = "127.0.0.1:9090"
 
 const usage = `usage: api [serve] [flags]    serve the API (the default command; "api -addr …" is "api serve -addr …")
        api keys create [-admin] [-create] [-db FILE|URL | -db-file F] NAME
@@ -267,7 +333,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch cmd {
 	case "serve":
-		err = serve(ctx, args, stdout)
+		err = serve(ctx, args, stdout, stderr)
 	case "keys":
 		err = keys(ctx, args, stdout, stderr)
 	case "help":
@@ -347,7 +413,10 @@ func (c *Config) settle(fs *flag.FlagSet) error {
 	return c.resolveDB(fs)
 }
 
-func serve(ctx context.Context, args []string, stdout io.Writer) error {
+// serve runs the API until ctx ends, its log JSON on stderr; a clean stop
+// is logged from its start ("api stopping") to its end ("api stopped",
+// once requests have finished and the ledger is closed).
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	var c Config
 	fs, version := serveFlags(&c)
 	if err := fs.Parse(args); err != nil {
@@ -370,7 +439,13 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	// Deferred first, so it runs last: after the ledger and Redis close.
+	defer func() {
+		if err == nil {
+			log.Info("api stopped")
+		}
+	}()
 	// serve's log is JSON from its first line to its last: the standard
 	// library's (net/http's) and go-redis's messages too.
 	slog.SetDefault(log)
@@ -401,7 +476,8 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	proxies, _ := cidr.Parse(c.TrustedProxies)   // checked by validate
 	public, _ := api.ParsePublicURL(c.PublicURL) // checked by validate
-	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Diagnostics: c.Diagnostics,
+	remote, _ := c.remote()                      // checked by validate
+	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Remote: remote, Diagnostics: c.Diagnostics,
 		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events, TrustedProxies: proxies, PublicURL: public}
 	srv := s.HTTPServer(c.Addr)
 	var msrv *http.Server
@@ -434,11 +510,16 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 			log.Error("delivering webhooks", "err", err)
 		}
 	}()
+	shutdownDone := make(chan struct{})
 	go func() {
+		defer close(shutdownDone)
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		log.Info("api stopping: no new requests; finishing those in flight", "timeout_seconds", shutdownTimeout.Seconds())
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("requests still in flight at the shutdown timeout were cut off", "err", err)
+		}
 		if msrv != nil {
 			_ = msrv.Shutdown(sctx)
 		}
@@ -469,8 +550,14 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		cancel()
 		return err
 	}
+	// Serve returns as Shutdown begins; the requests in flight end here.
+	<-shutdownDone
 	return nil
 }
+
+// shutdownTimeout is how long requests in flight may finish once serve's
+// context ends.
+const shutdownTimeout = 10 * time.Second
 
 func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {

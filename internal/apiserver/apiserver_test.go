@@ -129,7 +129,8 @@ func TestServeStartsAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, []string{"-addr", addr, "-redis", redis}, io.Discard) }()
+	var logs testenv.Buffer
+	go func() { done <- serve(ctx, []string{"-addr", addr, "-redis", redis}, io.Discard, &logs) }()
 	// No worker runs here, so /readyz answers 503, but with its Redis
 	// and ledger checks passing.
 	testenv.Poll(t, "the api's /readyz finding Redis and the ledger", 30*time.Second, func() bool {
@@ -149,5 +150,11 @@ func TestServeStartsAndStops(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve did not return within 20 s of its context ending")
+	}
+	// A clean stop is logged, its end last.
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if !strings.Contains(logs.String(), `"msg":"api stopping: no new requests; finishing those in flight","timeout_seconds":10}`) ||
+		!strings.Contains(lines[len(lines)-1], `"level":"INFO","msg":"api stopped"`) {
+		t.Errorf("serve's log:\n%s\nwant \"api stopping\", then \"api stopped\" last", logs.String())
 	}
 }

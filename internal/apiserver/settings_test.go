@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/renderbox/renderbox/internal/envflag/envflagtest"
@@ -15,5 +16,15 @@ func TestSettingsAreDocumented(t *testing.T) {
 	for _, sub := range []string{"create", "revoke", "list"} {
 		fs, _, _ := keysFlags(sub, new(Config))
 		envflagtest.Check(t, rows, "api", fs, notSettings...)
+	}
+}
+
+// serve's -h says where /metrics is by default (flag prints the value)
+// and that it is loopback only.
+func TestMetricsAddrHelpStatesItsDefault(t *testing.T) {
+	fs, _ := serveFlags(new(Config))
+	f := fs.Lookup("metrics-addr")
+	if f == nil || f.DefValue != "127.0.0.1:9090" || !strings.Contains(f.Usage, "the default is loopback") || !strings.Contains(f.Usage, `"" disables`) {
+		t.Errorf("-metrics-addr: %+v, want its default 127.0.0.1:9090 stated as loopback only", f)
 	}
 }

@@ -1,6 +1,6 @@
 // Package cidr reads lists of address ranges as the binaries' flags take
-// them (-webhook-allow, -trusted-proxies): comma-separated CIDR ranges or
-// single addresses.
+// them (-webhook-allow, -remote-allow, -remote-deny, -trusted-proxies):
+// comma-separated CIDR ranges or single addresses.
 package cidr
 
 import (

@@ -155,7 +155,12 @@ func unseen(doc *openapi3.T) []string {
 // workers; the webhook's own body is checked against WebhookEvent.
 func TestContractCoverage(t *testing.T) {
 	rcv := newHookReceiver(t)
-	s := newStack(t, stackOpts{apiArgs: []string{"-webhook-allow", "127.0.0.2/32", "-webhook-retry", "3s,3s"}})
+	// A redirect to a loopback address is refused before it is dialed.
+	loopback := freeAddr(t)
+	files, _ := fileServer(t, "127.0.0.3", map[string][]byte{"/shape.svg": samples.SVG(40, 30, 0, 0, 5)},
+		map[string]string{"/to-loopback": "http://" + loopback + "/healthz"})
+	s := newStack(t, stackOpts{apiArgs: []string{"-webhook-allow", "127.0.0.2/32", "-webhook-retry", "3s,3s",
+		"-remote-content", "-remote-allow", "127.0.0.3/32"}})
 	c := s.client
 	key, admin := s.key("coverage"), s.adminKey("coverage-admin")
 	for _, path := range []string{"/v1/renderers", "/version", "/healthz", "/readyz"} {
@@ -210,6 +215,17 @@ func TestContractCoverage(t *testing.T) {
 			t.Errorf("the webhook's body does not match WebhookEvent: %v\n%s", err, d.body)
 		}
 		recordSeen(event, "WebhookEvent", v)
+	}
+
+	// A job whose input was fetched records the fetch; a refused fetch's
+	// problem lists it with its reason.
+	if r, j := downloadSubmit(t, c, key, "svg-png", "", map[string]any{"url": files + "/shape.svg"}); r.Status != 202 {
+		t.Errorf("a download_from job: %d %s, want it accepted", r.Status, r.Body)
+	} else if j = getJob(t, c, key, j.ID, "?wait=60"); j.State != "succeeded" {
+		t.Errorf("the download_from job is %s %+v, want succeeded", j.State, j.Error)
+	}
+	if r, _ := downloadSubmit(t, c, key, "svg-png", "", map[string]any{"url": files + "/to-loopback"}); r.Status != 400 || !strings.Contains(string(r.Body), `"redirects":["http://`+loopback) {
+		t.Errorf("a download_from redirected to loopback: %d %s, want a 400 problem listing the redirect", r.Status, r.Body)
 	}
 
 	bad := append([]byte("%PDF-1.4\n"), bytes.Repeat([]byte("not a PDF "), 20)...)

@@ -18,7 +18,8 @@ import (
 // The operator's dashboard (deploy/grafana) and alert rules
 // (deploy/prometheus) are built on metrics the API and the worker serve:
 // every renderbox_ series they name is in a live /metrics once a job with
-// a webhook has run through a worker with a pool. The rules pass
+// a webhook has run through a worker with a pool, and a job's input was
+// fetched (download_from) and another's refused. The rules pass
 // `promtool check rules` and their unit tests (`promtool test rules`).
 func TestOperatorDashboards(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
@@ -79,7 +80,8 @@ func TestOperatorDashboards(t *testing.T) {
 	}
 
 	rcv := newHookReceiver(t)
-	s := newStack(t, stackOpts{apiArgs: []string{"-webhook-allow", "127.0.0.2/32"},
+	files, _ := fileServer(t, "127.0.0.3", map[string][]byte{"/shape.svg": samples.SVG(40, 20, 0, 0, 5)}, nil)
+	s := newStack(t, stackOpts{apiArgs: []string{"-webhook-allow", "127.0.0.2/32", "-remote-content", "-remote-allow", "127.0.0.3/32"},
 		workerArgs: []string{"-pool-size", "light=1", "-metrics-addr", "127.0.0.1:0"}})
 	var wm struct {
 		Addr string `json:"addr"`
@@ -89,6 +91,13 @@ func TestOperatorDashboards(t *testing.T) {
 	_, j := submitWithCallback(t, s.client, key, "svg-png", samples.SVG(40, 20, 0, 0, 5), rcv.answer("/ops"))
 	if w := webhookOf(t, s.client, key, j.ID); w.State != "delivered" {
 		t.Fatalf("the job's webhook: %+v", w)
+	}
+	// svg-pdf, not to count in svg-png's phases below.
+	if r, _ := downloadSubmit(t, s.client, key, "svg-pdf", "", map[string]any{"url": files + "/shape.svg"}); r.Status != 202 {
+		t.Errorf("a download_from job: %d %s", r.Status, r.Body)
+	}
+	if r, _ := downloadSubmit(t, s.client, key, "svg-pdf", "", map[string]any{"url": "http://169.254.169.254/latest/"}); r.Status != 400 {
+		t.Errorf("a download_from of the metadata address: %d %s, want refused", r.Status, r.Body)
 	}
 	// The job's wait for the light family's pool sandbox is a phase of
 	// its own, beside the render.

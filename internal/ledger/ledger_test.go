@@ -727,6 +727,33 @@ func TestFinish(t *testing.T) {
 	})
 }
 
+// What the API recorded when it took the job (the inputs it fetched) is
+// kept when the worker's end brings diagnostics of its own.
+func TestFinishKeepsIntakeDiagnostics(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s ledger.Store, dsn string) {
+		ctx := context.Background()
+		_, k := newKey(t, s, "diagnostics test")
+		if _, _, err := s.CreateJob(ctx, ledger.Job{Owner: k.ID, Renderer: "x", Diagnostics: json.RawMessage(`[1]`)}); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("CreateJob with diagnostics [1]: %v, want ErrInvalid", err)
+		}
+		fetched := `{"fetched":[{"url":"https://example.com/a.docx","status":200,"bytes":5,"ms":1}]}`
+		for _, end := range []string{"", `{"console_errors":["boom"]}`} {
+			j := newJob(t, s, ledger.Job{Owner: k.ID, Diagnostics: json.RawMessage(fetched)})
+			if got := state(t, s, k.ID, j.ID); string(got.Diagnostics) != fetched {
+				t.Errorf("queued job's diagnostics %s, want %s", got.Diagnostics, fetched)
+			}
+			if ok, err := s.Finish(ctx, j.ID, ledger.FinishOptions{State: jobstate.Succeeded, Diagnostics: json.RawMessage(end)}); err != nil || !ok {
+				t.Fatalf("Finish: %v %v", ok, err)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(state(t, s, k.ID, j.ID).Diagnostics, &got); err != nil || got["fetched"] == nil || (end != "" && got["console_errors"] == nil) {
+				t.Errorf("after Finish with %q: %v %v", end, got, err)
+			}
+		}
+	})
+}
+
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s ledger.Store, dsn string) {

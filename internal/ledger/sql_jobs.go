@@ -62,6 +62,13 @@ func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 	if !json.Valid(j.Options) || !json.Valid(j.Limits) {
 		return Job{}, false, fmt.Errorf("create job: options or limits are not valid JSON (send a JSON object): %w", ErrInvalid)
 	}
+	diag := "{}"
+	if len(j.Diagnostics) > 0 {
+		if !json.Valid(j.Diagnostics) || j.Diagnostics[0] != '{' {
+			return Job{}, false, fmt.Errorf("create job: diagnostics are not a JSON object: %w", ErrInvalid)
+		}
+		diag = string(j.Diagnostics)
+	}
 	for _, f := range []string{j.Renderer, string(j.Options), string(j.Limits), j.InputSHA256, j.InputType, j.CallbackURL, j.OutputName} {
 		if !storableText(f) {
 			return Job{}, false, fmt.Errorf("create job: a field holds NUL or invalid UTF-8 (send UTF-8 text): %w", ErrInvalid)
@@ -93,11 +100,12 @@ func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 		// duplicate id still fails, as it should.
 		res, err := tx.ExecContext(ctx, `INSERT INTO jobs
 			(id, owner, renderer, options, input_sha256, input_size, callback_url,
-			 idempotency_key, state, attempts, created_at, outputs, limits, input_type, output_name, request_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, '[]', $11, $12, $13, $14)
+			 idempotency_key, state, attempts, created_at, outputs, limits, input_type, output_name, request_id, diagnostics)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, '[]', $11, $12, $13, $14, $15)
 			ON CONFLICT (owner, idempotency_key) DO NOTHING`,
 			j.ID, j.Owner, j.Renderer, string(j.Options), j.InputSHA256, j.InputSize, j.CallbackURL,
-			nullString(j.IdempotencyKey), string(jobstate.Queued), toNanos(j.CreatedAt), string(j.Limits), j.InputType, j.OutputName, j.RequestID)
+			nullString(j.IdempotencyKey), string(jobstate.Queued), toNanos(j.CreatedAt), string(j.Limits), j.InputType, j.OutputName, j.RequestID,
+			storedText(diag))
 		if err != nil {
 			return err
 		}
@@ -280,6 +288,17 @@ func (s *sqlStore) Finish(ctx context.Context, id string, opts FinishOptions) (b
 
 	var moved bool
 	err = s.write(ctx, func(tx *sql.Tx) error {
+		// What the API recorded at intake (the inputs it fetched) stays
+		// beside what the worker reports.
+		var before string
+		err := tx.QueryRowContext(ctx, `SELECT diagnostics FROM jobs WHERE id = $1`, id).Scan(&before)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		merged, err := mergeDiagnostics(before, diag)
+		if err != nil {
+			return err
+		}
 		// The attempt's start is recorded as MarkRunning would (old
 		// values on the right of SET): counted when it differs from the
 		// one recorded, left alone when none is given.
@@ -290,7 +309,7 @@ func (s *sqlStore) Finish(ctx context.Context, id string, opts FinishOptions) (b
 				started_at = COALESCE($11, started_at)
 			WHERE id = $10 AND state IN `+live,
 			string(opts.State), storedText(opts.ErrorCode), storedText(opts.ErrorMessage), storedText(string(manifest)),
-			toNanos(opts.At), storedText(opts.SandboxMode), storedText(diag), storedText(opts.Worker), storedText(opts.RootfsDigest), id,
+			toNanos(opts.At), storedText(opts.SandboxMode), storedText(merged), storedText(opts.Worker), storedText(opts.RootfsDigest), id,
 			nullNanos(opts.StartedAt))
 		if err != nil {
 			return err
@@ -399,4 +418,25 @@ func scanJob(row scanner) (Job, error) {
 
 func nullString(s string) sql.NullString {
 	return sql.NullString{String: s, Valid: s != ""}
+}
+
+// mergeDiagnostics is the diagnostics a job had with those of its end
+// added: each top-level member of end replaces the one of the same name.
+func mergeDiagnostics(before, end string) (string, error) {
+	if before == "" || before == "{}" {
+		return end, nil
+	}
+	m := map[string]json.RawMessage{}
+	if err := json.Unmarshal([]byte(before), &m); err != nil {
+		return end, nil // not an object: the end's alone
+	}
+	add := map[string]json.RawMessage{}
+	if err := json.Unmarshal([]byte(end), &add); err != nil {
+		return "", err
+	}
+	for k, v := range add {
+		m[k] = v
+	}
+	b, err := json.Marshal(m)
+	return string(b), err
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/renderbox/renderbox/internal/bytesize"
 )
 
 // Bounds on the JSON a client sends for options and limits. Every option
@@ -50,7 +52,7 @@ const jsonSpace = " \t\r\n"
 // "null" and empty input are an empty object.
 func decodeObject(what string, raw []byte, max int, field func(key string, dec *json.Decoder) error) error {
 	if len(raw) > max {
-		return fmt.Errorf("%s are %d bytes of JSON, more than the %d accepted", what, len(raw), max)
+		return fmt.Errorf("%s are %s of JSON, more than the %s accepted", what, bytesize.String(int64(len(raw))), bytesize.String(int64(max)))
 	}
 	raw = bytes.Trim(raw, jsonSpace)
 	if len(raw) == 0 || string(raw) == "null" {

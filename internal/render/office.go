@@ -56,7 +56,7 @@ var officeInputs = []string{
 var officeSchema = []Option{
 	boolOpt("landscape", "Turn every page landscape: the page styles of documents and spreadsheets, the slides and pages of presentations and drawings.", false),
 	patternOpt("page_ranges", "Pages to export, e.g. \"1-3,5\"; all when absent.", pageRangesPattern),
-	secretOpt(patternOpt("password", "Opens a password-protected document. A secret: it is not stored with the job, logged or shown back (the job's options read \""+Redacted+"\").", `[^\x00]{1,256}`)),
+	secretOpt(patternOpt("password", "Opens a password-protected document. A secret: it is not stored with the job, logged or shown back (the job's options read \""+Redacted+"\").", `[^\x00]{1,256}`), "1–256 characters, no NUL"),
 	intOpt("quality", "JPEG quality of the PDF's images, 1–100.", 90, 1, 100),
 	{Name: "max_image_resolution", Type: "integer", Minimum: num(72), Maximum: num(1200),
 		Description: "Reduce images to at most this many dots per inch; absent, images keep their resolution."},

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/renderbox/renderbox/internal/bytesize"
 )
 
 // Option describes one renderer option: its type, default and bounds. The
@@ -29,6 +31,9 @@ type Option struct {
 	// everything that shows it hold Redacted instead.
 	Secret bool `json:"secret,omitempty"`
 	re     *regexp.Regexp
+	// rule says a secret's Pattern in words, for a refusal that may not
+	// quote the value.
+	rule string
 	// more checks a string value further.
 	more func(string) error
 }
@@ -65,8 +70,10 @@ func boolOpt(name, desc string, def bool) Option {
 }
 
 // secretOpt marks o secret: see Option.Secret.
-func secretOpt(o Option) Option {
-	o.Secret = true
+// secretOpt makes o a secret whose values rule says in words (its
+// refusals name neither the value nor the pattern).
+func secretOpt(o Option, rule string) Option {
+	o.Secret, o.rule = true, rule
 	return o
 }
 
@@ -127,8 +134,12 @@ func validate(renderer string, schema []Option, opts map[string]any) (Values, er
 		}
 		v, err := o.check(raw)
 		if err != nil && o.Secret {
-			// The error must not carry the value.
-			err = fmt.Errorf("not a valid value (want: %s)", o.Pattern)
+			// The error must not carry the value, and a pattern
+			// reads worse than the rule it stands for.
+			err = fmt.Errorf("not a valid value: want a string of %s", o.rule)
+			if _, ok := raw.(string); !ok {
+				err = fmt.Errorf("want a string of %s", o.rule)
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: option %q of %s: %v", ErrInvalidOptions, o.Name, renderer, err)
@@ -178,7 +189,7 @@ func (o *Option) check(raw any) (any, error) {
 			return nil, fmt.Errorf("%s does not match %s", quoteShort(s), o.Pattern)
 		}
 		if o.MaxLength > 0 && (len(s) > o.MaxLength || !utf8.ValidString(s)) {
-			return nil, fmt.Errorf("want at most %d bytes of UTF-8, got %d bytes", o.MaxLength, len(s))
+			return nil, fmt.Errorf("want at most %s of UTF-8, got %s", bytesize.String(int64(o.MaxLength)), bytesize.String(int64(len(s))))
 		}
 		if o.more != nil {
 			if err := o.more(s); err != nil {

@@ -2,7 +2,9 @@ package render
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -246,12 +248,24 @@ func metadataSteps(in inputFile, v Values) ([]wire.Step, error) {
 // positional arguments of --encrypt; the pattern keeps them from being
 // read as anything else. They are on argv inside the sandbox only: the
 // host hands the request over stdin, and the job's record redacts them.
+//
+// A user password alone gets a random owner password that is never kept:
+// equal to the user password instead, anyone who can open the document
+// could lift its restrictions (the owner password grants every
+// permission), so allow_*=false would mean nothing.
 func protectSteps(in inputFile, v Values) ([]wire.Step, error) {
-	owner := v.String("owner_password")
-	if owner == "" {
-		return nil, fmt.Errorf("%w: pdf-protect needs owner_password (it guards the permissions)", ErrInvalidOptions)
+	owner, user := v.String("owner_password"), v.String("user_password")
+	if owner == "" && user == "" {
+		return nil, fmt.Errorf("%w: pdf-protect needs user_password (to open the document), owner_password (to lift its restrictions), or both", ErrInvalidOptions)
 	}
-	argv := qpdfArgv("--encrypt", v.String("user_password"), owner, "256")
+	if owner == "" {
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return nil, fmt.Errorf("making an owner password: %w", err)
+		}
+		owner = hex.EncodeToString(b)
+	}
+	argv := qpdfArgv("--encrypt", user, owner, "256")
 	if !v.Bool("allow_print") {
 		argv = append(argv, "--print=none")
 	}
@@ -274,7 +288,7 @@ func unlockSteps(in inputFile, v Values) []wire.Step {
 }
 
 func passwordOpt(name, desc string) Option {
-	return secretOpt(patternOpt(name, desc+" A secret: it is not stored with the job, logged or shown back (the job's options read \""+Redacted+"\"). Printable, 1–127 characters, not starting with '-' or '@'.", pdfPasswordPattern))
+	return secretOpt(patternOpt(name, desc+" A secret: it is not stored with the job, logged or shown back (the job's options read \""+Redacted+"\"). Printable, 1–127 characters, not starting with '-' or '@'.", pdfPasswordPattern), "1–127 printable characters, not starting with '-' or '@'")
 }
 
 // pdfRenderer is a qpdf renderer of one PDF.
@@ -336,10 +350,10 @@ func pdfRenderers() []*Renderer {
 		}, metadataSteps)
 	metadata.Output = TypeJSON
 	protect := pdfRenderer("pdf-protect",
-		"Encrypt a PDF with qpdf, AES-256: an owner password that guards the permissions, and optionally a user password to open it. Output: output.pdf.",
+		"Encrypt a PDF with qpdf, AES-256: a user password to open it, an owner password that lifts the restrictions (allow_*), or both; at least one. Output: output.pdf.",
 		[]Option{
-			passwordOpt("owner_password", "Required: the password that lifts the restrictions."),
-			passwordOpt("user_password", "The password to open the document; absent, anyone can open it, under the permissions."),
+			passwordOpt("owner_password", "The password that lifts the restrictions (allow_*). Absent, a random one is made and never kept: no password lifts them, and the user password opens the document under them (as in any PDF, viewers honour the restrictions; a tool given the user password can still decrypt it, as pdf-unlock does)."),
+			passwordOpt("user_password", "The password to open the document. Absent, anyone can open it, under the restrictions; then owner_password is required."),
 			boolOpt("allow_print", "Allow printing.", true),
 			boolOpt("allow_copy", "Allow copying text and images.", true),
 			boolOpt("allow_modify", "Allow changes (forms, annotations, pages).", true),

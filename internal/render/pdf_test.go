@@ -313,7 +313,12 @@ func TestPDFMetadataWritesPDFDates(t *testing.T) {
 // pdfinfoWith runs pdfinfo with args in a sandbox and returns its output
 // or its failure.
 func pdfinfoWith(m *sandbox.Manager, pdf []byte, args ...string) (string, error) {
-	argv := append(append([]string{"/usr/bin/pdfinfo"}, args...), wire.InputDir+"/in.pdf")
+	return toolOn(m, pdf, append(append([]string{"/usr/bin/pdfinfo"}, args...), wire.InputDir+"/in.pdf")...)
+}
+
+// toolOn runs argv in a sandbox on pdf (at wire.InputDir/in.pdf) and
+// returns its stdout.
+func toolOn(m *sandbox.Manager, pdf []byte, argv ...string) (string, error) {
 	res, err := m.Run(context.Background(), sandbox.Job{
 		Request: wire.Request{Mode: wire.ModeRender, InputName: "in.pdf", InputSize: int64(len(pdf)),
 			Steps: []wire.Step{{Argv: argv, Stdout: wire.OutputDir + "/stdout.txt"}}, Env: []string{"PATH=/usr/bin:/bin"}},
@@ -323,6 +328,12 @@ func pdfinfoWith(m *sandbox.Manager, pdf []byte, args ...string) (string, error)
 		return "", err
 	}
 	return string(res.Response.Files[0].Data), nil
+}
+
+// showEncryption is qpdf --show-encryption of pdf opened with password,
+// run in a sandbox.
+func showEncryption(m *sandbox.Manager, pdf []byte, password string) (string, error) {
+	return toolOn(m, pdf, "/usr/bin/qpdf", "--password="+password, "--show-encryption", wire.InputDir+"/in.pdf")
 }
 
 func TestPDFProtectAndUnlock(t *testing.T) {
@@ -364,8 +375,21 @@ func TestPDFProtectAndUnlock(t *testing.T) {
 	if meta := pdfMetadata(t, m, out["output.pdf"]); meta["encrypted"] != true || meta["pages"] != 2.0 {
 		t.Errorf("pdf-metadata of the protected PDF: %v, want encrypted, 2 pages", meta)
 	}
+	// A user password alone: it opens the document, the random owner
+	// password it got does not come with it, so the restrictions hold.
+	out, _ = renderOK(t, m, "pdf-protect", input, map[string]any{"user_password": "only me", "allow_copy": false})
+	locked = out["output.pdf"]
+	if _, err := pdfinfoWith(m, locked); err == nil || !strings.Contains(err.Error(), "Incorrect password") {
+		t.Errorf("user password only, pdfinfo without it: %v, want it refused", err)
+	}
+	if info, err := pdfinfoWith(m, locked, "-upw", "only me"); err != nil || !strings.Contains(info, "AES-256") || !strings.Contains(info, "copy:no") || !strings.Contains(info, "print:yes") {
+		t.Errorf("user password only, pdfinfo with it: %v\n%s\nwant AES-256, copy:no, print:yes", err, info)
+	}
+	if enc, err := showEncryption(m, locked, "only me"); err != nil || !strings.Contains(enc, "Supplied password is user password") || strings.Contains(enc, "Supplied password is owner password") {
+		t.Errorf("user password only: qpdf --show-encryption with it: %v\n%s\nwant it the user password, not the owner's", err, enc)
+	}
 	pr, _ := render.Lookup("pdf-protect")
-	for _, opts := range []map[string]any{{"user_password": "u"}, {"owner_password": "-x"}, {"owner_password": "@/etc/passwd"}, {"owner_password": "a\nb"}} {
+	for _, opts := range []map[string]any{{}, {"allow_copy": false}, {"owner_password": "-x"}, {"owner_password": "@/etc/passwd"}, {"owner_password": "a\nb"}} {
 		_, err := pr.Prepare(input, opts, render.LimitRequest{})
 		if !errors.Is(err, render.ErrInvalidOptions) || strings.Contains(err.Error(), "passwd") {
 			t.Errorf("%q: %v, want %v without the value", opts, err, render.ErrInvalidOptions)

@@ -15,9 +15,11 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/wire"
 )
@@ -31,6 +33,17 @@ var (
 	ErrInvalidOptions   = errors.New("invalid options")
 	ErrInputTooLarge    = errors.New("input too large")
 )
+
+// errNoRenderer is a request that names no renderer. It is an
+// ErrUnknownRenderer (the API's code stays unknown_renderer) whose text
+// says what is missing rather than quote an empty name.
+type errNoRenderer struct{}
+
+func (errNoRenderer) Error() string {
+	return "renderer is required: name one of " + strings.Join(Names(), ", ") + " (GET /v1/renderers describes each)"
+}
+
+func (errNoRenderer) Is(target error) bool { return target == ErrUnknownRenderer }
 
 // Renderer is one catalogue entry.
 type Renderer struct {
@@ -113,6 +126,9 @@ func Lookup(name string) (*Renderer, error) {
 	if strings.Contains(name, ChainSeparator) {
 		return lookupChain(name)
 	}
+	if name == "" {
+		return nil, errNoRenderer{}
+	}
 	r, ok := catalogue[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownRenderer, name, strings.Join(Names(), ", "))
@@ -172,7 +188,7 @@ func (r *Renderer) EffectiveLimits(req LimitRequest) (Limits, error) {
 		case max == 0:
 			return false, fmt.Errorf("%w: limit %s does not apply to %s", ErrInvalidOptions, name, r.Name)
 		case got > max:
-			return false, fmt.Errorf("%w: limit %s of %v is above %s's maximum of %v; a request may lower limits, never raise them", ErrInvalidOptions, name, got, r.Name, max)
+			return false, fmt.Errorf("%w: limit %s of %s is above %s's maximum of %s; a request may lower limits, never raise them", ErrInvalidOptions, name, limitText(name, got), r.Name, limitText(name, max))
 		}
 		return true, nil
 	}
@@ -186,7 +202,7 @@ func (r *Renderer) EffectiveLimits(req LimitRequest) (Limits, error) {
 	}
 	if ok, err = lower("memory_bytes", float64(req.MemoryBytes), float64(l.Sandbox.MemoryBytes)); ok {
 		if req.MemoryBytes < MinMemoryBytes {
-			return l, fmt.Errorf("%w: limit memory_bytes must be at least %d", ErrInvalidOptions, MinMemoryBytes)
+			return l, fmt.Errorf("%w: limit memory_bytes must be at least %s", ErrInvalidOptions, limitText("memory_bytes", MinMemoryBytes))
 		}
 		l.Sandbox.MemoryBytes = req.MemoryBytes
 	}
@@ -210,6 +226,21 @@ func (r *Renderer) EffectiveLimits(req LimitRequest) (Limits, error) {
 	}
 	return l, err
 }
+
+// limitText shows a limit's value as a message does: one in bytes (a
+// name ending in _bytes) as its count, which the request is written in,
+// and in KiB/MiB; any other as a plain number, never in exponent form.
+func limitText(name string, v float64) string {
+	if strings.HasSuffix(name, "_bytes") && v == math.Trunc(v) && math.Abs(v) < 1<<62 {
+		return fmt.Sprintf("%d (%s)", int64(v), bytesize.String(int64(v)))
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// TakesSeveralFiles says whether the renderer takes several files (a page
+// and what it loads, or documents to combine) as a ZIP of them; any other
+// takes exactly one file.
+func (r *Renderer) TakesSeveralFiles() bool { return r.site != nil || r.parts }
 
 // Plan is a validated job: what to send to the sandbox and under which
 // limits.
@@ -250,7 +281,7 @@ func (r *Renderer) Prepare(input []byte, options map[string]any, limits LimitReq
 // resolveType).
 func (r *Renderer) prepare(input []byte, declared string, options map[string]any, limits LimitRequest, outputName string) (*Plan, error) {
 	if int64(len(input)) > r.MaxInputBytes {
-		return nil, fmt.Errorf("%w: %d bytes, %s accepts at most %d", ErrInputTooLarge, len(input), r.Name, r.MaxInputBytes)
+		return nil, fmt.Errorf("%w: the input is %s; %s accepts at most %s", ErrInputTooLarge, bytesize.String(int64(len(input))), r.Name, bytesize.String(r.MaxInputBytes))
 	}
 	vals, err := validate(r.Name, r.Options, options)
 	if err != nil {
@@ -259,6 +290,9 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 	lim, err := r.EffectiveLimits(limits)
 	if err != nil {
 		return nil, err
+	}
+	if len(input) == 0 {
+		return nil, fmt.Errorf("%w: the file is empty (%s accepts %s)", ErrUnsupportedInput, r.Name, strings.Join(r.Inputs, ", "))
 	}
 	sniffed, err := sniff(input)
 	if err != nil {

@@ -134,7 +134,7 @@ func takeWithin(ctx context.Context, p *sandbox.Pool, family string, lim sandbox
 			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("the pool had no %s sandbox ready within %s", mode, d)
+			return nil, fmt.Errorf("the pool had no %s sandbox ready within %g s", mode, d.Seconds())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/wire"
 	"github.com/renderbox/renderbox/internal/zipdir"
 )
@@ -72,7 +73,7 @@ func (rule *siteRule) check(input []byte, entry string, refs map[string]string) 
 			return fmt.Errorf("%w: the archive holds more than %d files", ErrInputTooLarge, rule.maxFiles)
 		}
 		if total += uint64(e.Size); total > uint64(rule.maxBytes) {
-			return fmt.Errorf("%w: the archive unpacks to more than %d bytes", ErrInputTooLarge, rule.maxBytes)
+			return fmt.Errorf("%w: the archive unpacks to more than %s", ErrInputTooLarge, bytesize.String(rule.maxBytes))
 		}
 		return nil
 	})

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -407,7 +408,7 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 
 	if errors.Is(ex.err, wire.ErrOutputLimit) {
 		kill()
-		return fail(OutputLimit, ex.err, "the sandbox sent more than %d bytes or %d files", lim.MaxOutputBytes, lim.MaxOutputFiles)
+		return fail(OutputLimit, ex.err, "the sandbox sent more than %s or %d files", bytesize.String(lim.MaxOutputBytes), lim.MaxOutputFiles)
 	}
 	// An agent that answered has nothing more to say: the sandbox is
 	// destroyed without waiting for it to exit (gVisor's teardown of the

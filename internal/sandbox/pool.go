@@ -618,7 +618,7 @@ func (p *Pool) bootOne(ctx context.Context, fc PoolFamily) (sb *Sandbox, err err
 	}()
 	select {
 	case <-ctx.Done():
-		return sb, fmt.Errorf("booting %s: no ready frame within %s", fc.Name, p.cfg.BootTimeout)
+		return sb, fmt.Errorf("booting %s: no ready frame within %g s", fc.Name, p.cfg.BootTimeout.Seconds())
 	case r := <-ch:
 		if r.err != nil {
 			return sb, fmt.Errorf("booting %s: %w (stderr: %s)", fc.Name, r.err, tailOf(sb.Stderr(), 512))

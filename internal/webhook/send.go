@@ -9,26 +9,22 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/renderbox/renderbox/internal/egress"
 )
 
 // Resolver looks names up; *net.Resolver is one. Tests substitute their own
 // to play a rebinding name server.
-type Resolver interface {
-	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-}
+type Resolver = egress.Resolver
 
 // Sender posts webhooks. Make one with NewSender; it is safe for
 // concurrent use.
 type Sender struct {
-	policy   Policy
-	resolver Resolver
-	client   *http.Client
-	timeout  time.Duration
+	client  *http.Client
+	timeout time.Duration
 }
 
 // DefaultTimeout bounds one delivery attempt: connecting, sending and
@@ -48,19 +44,13 @@ func NewSender(p Policy, r Resolver, timeout time.Duration) *Sender {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	s := &Sender{policy: p, resolver: r, timeout: timeout}
-	tr := &http.Transport{
-		Proxy:                  nil, // a proxy would dial on our behalf, unchecked
-		DialContext:            s.dial,
-		TLSHandshakeTimeout:    timeout,
-		ResponseHeaderTimeout:  timeout,
-		MaxResponseHeaderBytes: 16 << 10,
-		MaxIdleConnsPerHost:    2,
-		IdleConnTimeout:        30 * time.Second,
-		ForceAttemptHTTP2:      true,
-	}
+	s := &Sender{timeout: timeout}
+	// The dialer's errors end up in the job's webhook.last_error, which
+	// the client reads: egress words them without the addresses a name
+	// resolved to.
+	d := &egress.Dialer{Policy: p.egress(), Resolver: r}
 	s.client = &http.Client{
-		Transport: tr,
+		Transport: egress.NewTransport(d, egress.TransportOptions{HeaderTimeout: timeout}),
 		Timeout:   timeout,
 		// A redirect is a new destination the policy has not seen in the
 		// submitted URL; answer it as the receiver's failure instead.
@@ -71,83 +61,6 @@ func NewSender(p Policy, r Resolver, timeout time.Duration) *Sender {
 
 // Timeout is the bound on one attempt.
 func (s *Sender) Timeout() time.Duration { return s.timeout }
-
-// dial resolves the host once, keeps the addresses the policy allows and
-// connects to one of those very addresses. The socket is checked again just
-// before it connects, so no path reaches a refused address.
-//
-// Its errors end up in the job's webhook.last_error, which the client
-// reads: they say what went wrong in general words and never name an
-// address the name resolved to, nor the resolver's answer or address, so
-// a tenant cannot map the API host's internal names through them.
-func (s *Sender) dial(ctx context.Context, network, hostport string) (net.Conn, error) {
-	host, port, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return nil, err
-	}
-	var addrs []netip.Addr
-	if a, err := netip.ParseAddr(host); err == nil {
-		addrs = []netip.Addr{a} // the client's own literal, checked as written
-	} else {
-		found, err := s.resolver.LookupNetIP(ctx, "ip", host)
-		if err != nil || len(found) == 0 {
-			return nil, fmt.Errorf("%s: %w", host, errNoName)
-		}
-		for _, a := range found {
-			addrs = append(addrs, a.Unmap()) // Go reports IPv4 answers as ::ffff:a.b.c.d
-		}
-	}
-	d := net.Dialer{Control: func(_, address string, _ syscall.RawConn) error {
-		ap, err := netip.ParseAddrPort(address)
-		if err != nil {
-			return ErrRefused
-		}
-		return s.policy.Check(ap.Addr())
-	}}
-	var failed error
-	for _, a := range addrs {
-		if s.policy.Check(a) != nil {
-			continue
-		}
-		c, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
-		if err == nil {
-			return c, nil
-		}
-		if !errors.Is(err, ErrRefused) && failed == nil {
-			failed = err
-		}
-	}
-	if failed != nil {
-		// Not wrapping ErrRefused: an allowed address may answer next time.
-		return nil, fmt.Errorf("connecting to %s: %s", host, connectFailure(failed))
-	}
-	// Wraps ErrRefused: no address of host may be dialed.
-	return nil, fmt.Errorf("%s: %w", host, errNotAllowed)
-}
-
-var (
-	errNoName     = errors.New("name did not resolve")
-	errNotAllowed = fmt.Errorf("address %w", ErrRefused)
-)
-
-// connectFailure says why a connection failed without the address it went
-// to (a *net.OpError names it).
-func connectFailure(err error) string {
-	var ne net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.Is(err, syscall.ECONNRESET):
-		return "connection reset"
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "no route to the receiver"
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return "timed out"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	}
-	return "connection failed"
-}
 
 // Message is one webhook.
 type Message struct {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -52,12 +53,16 @@ type ServeConfig struct {
 	Pool PoolConfig
 }
 
+// DefaultMetricsAddr is where a worker serves /metrics unless told:
+// loopback, beside the API's 127.0.0.1:9090.
+const DefaultMetricsAddr = "127.0.0.1:9091"
+
 // Bind registers serve's flags beyond Config's.
 func (s *ServeConfig) Bind(fs *flag.FlagSet) {
 	s.Redis.Bind(fs)
 	fs.IntVar(&s.Concurrency, "concurrency", 2, "sandboxes at once")
 	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are requeued")
-	fs.StringVar(&s.MetricsAddr, "metrics-addr", "127.0.0.1:9091", `serve /metrics here ("" to disable; RENDERBOX_WORKER_METRICS is a deprecated name of its variable)`)
+	fs.StringVar(&s.MetricsAddr, "metrics-addr", DefaultMetricsAddr, `serve Prometheus /metrics on this address; the default is loopback, so only this host can scrape it ("" disables; RENDERBOX_WORKER_METRICS is a deprecated name of its variable)`)
 	fs.StringVar(&s.Name, "name", "", "worker name (default: hostname)")
 	fs.DurationVar(&s.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often to tell Redis this worker is alive (the API's -worker-heartbeat-timeout must be a few of these)")
 	fs.DurationVar(&s.PollInterval, "poll-interval", 25*time.Millisecond, "how often an idle worker asks Redis for a job: a new job waits about this long to start; each idle worker runs about 1/this dequeues a second on Redis")
@@ -147,7 +152,7 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 		RetryDelayFunc: func(n int, _ error, _ *asynq.Task) time.Duration {
 			return time.Duration(math.Min(30, math.Pow(2, float64(n)))) * time.Second
 		},
-		Logger:   asynqLogger{log},
+		Logger:   asynqLogger{l: log, h: h},
 		LogLevel: asynq.WarnLevel,
 	})
 	wctx, stopWatch := context.WithCancel(context.Background())
@@ -252,10 +257,30 @@ func familyNames(fams []sandbox.PoolFamily) []string {
 }
 
 // asynqLogger sends asynq's logs to the worker's slog logger.
-type asynqLogger struct{ l *slog.Logger }
+type asynqLogger struct {
+	l *slog.Logger
+	h *Handler // nil: every line is passed on
+}
+
+// retryExhausted starts the line asynq logs when it archives a task that
+// returned asynq.SkipRetry (asynq's processor.handleFailedMessage).
+const retryExhausted = "Retry exhausted for task id="
 
 func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
 func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
-func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
+
+// Warn passes asynq's warnings on but "Retry exhausted" for a task whose
+// job the handler ended (failed or canceled, not to be retried): its end
+// is logged as "job finished" with its state and error code, and nothing
+// was retried. One whose retries did run out (its result could not be
+// reported) stays a warning.
+func (a asynqLogger) Warn(args ...any) {
+	msg := fmt.Sprint(args...)
+	if task, ok := strings.CutPrefix(msg, retryExhausted); ok && a.h != nil && a.h.takeEnded(task) {
+		a.l.Debug("asynq archived the task of an ended job", "task_id", task)
+		return
+	}
+	a.l.Warn(msg)
+}
 func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
 func (a asynqLogger) Fatal(args ...any) { a.l.Error(fmt.Sprint(args...)) }

@@ -44,6 +44,34 @@ type Handler struct {
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
+	// ended are the tasks whose job this handler ended and reported, so
+	// returned asynq.SkipRetry; asynqLogger drops the "Retry exhausted"
+	// asynq then logs for each, though none was retried.
+	ended map[string]bool
+}
+
+// maxEnded bounds Handler.ended: a task asynq logged nothing for (its
+// lease lost) would otherwise stay in it.
+const maxEnded = 10000
+
+// markEnded records that task's job ended and was reported.
+func (h *Handler) markEnded(task string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended == nil || len(h.ended) >= maxEnded {
+		h.ended = map[string]bool{}
+	}
+	h.ended[task] = true
+}
+
+// takeEnded says whether task's job ended and was reported here, and
+// forgets it.
+func (h *Handler) takeEnded(task string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ok := h.ended[task]
+	delete(h.ended, task)
+	return ok
 }
 
 // ErrCanceledByUser is the cause of a job context canceled through the API.
@@ -379,6 +407,7 @@ func (h *Handler) endWith(ctx context.Context, log *slog.Logger, p attempt, ev q
 	if err := h.finish(ctx, log, p, ev); err != nil {
 		return err
 	}
+	h.markEnded(p.JobID) // the task's id (queue.Enqueue)
 	return fmt.Errorf("job %s %s (%s): %w", ev.State, ev.ErrorCode, firstLine(ev.ErrorMessage), asynq.SkipRetry)
 }
 
