@@ -43,7 +43,7 @@ func TestLive(t *testing.T) {
 	width, name := 48, OutputName("generated")
 	var req JobRequest
 	if err := req.FromSvgPngJobRequest(SvgPngJobRequest{
-		InputBase64: []byte(` + "`" + `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10" fill="red"/></svg>` + "`" + `),
+		InputBase64: ptr([]byte(` + "`" + `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10" fill="red"/></svg>` + "`" + `)),
 		Options:     &SvgPngOptions{Width: &width},
 		Limits:      &SvgPngLimits{TimeoutSeconds: ptr(float32(20))},
 		OutputName:  &name,
