@@ -279,8 +279,11 @@ type Request struct {
 	Then []Step
 	// DownloadFrom names inputs the server fetches itself.
 	DownloadFrom []Download
-	CallbackURL  string
-	OutputName   string
+	// URL is the page's address, in place of Files (html-pdf, html-png):
+	// the server's worker fetches the page and all it loads.
+	URL         string
+	CallbackURL string
+	OutputName  string
 	// IdempotencyKey makes a resubmit return the first job; one is made
 	// when empty, so that retries are safe.
 	IdempotencyKey string
@@ -304,7 +307,7 @@ type Download struct {
 // earlier submit with the same idempotency key made of it). Every file is
 // opened once before anything is sent, so a missing one fails at once.
 func (c *Client) Submit(ctx context.Context, req Request) (*Job, error) {
-	if req.Renderer == "" || len(req.Files) == 0 && len(req.DownloadFrom) == 0 {
+	if req.Renderer == "" || len(req.Files) == 0 && len(req.DownloadFrom) == 0 && req.URL == "" {
 		return nil, errors.New("renderbox: a request needs a renderer and at least one file")
 	}
 	for _, f := range req.Files {
@@ -484,6 +487,9 @@ func writeForm(mw *multipart.Writer, req Request) error {
 			}
 			fields = append(fields, [2]string{f.name, string(b)})
 		}
+	}
+	if req.URL != "" {
+		fields = append(fields, [2]string{"url", req.URL})
 	}
 	if req.CallbackURL != "" {
 		fields = append(fields, [2]string{"callback_url", req.CallbackURL})

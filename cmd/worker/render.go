@@ -74,34 +74,24 @@ func cmdRender(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer plan.Close()
 	plan.Job.Input = bytes.NewReader(input)
-	res, runErr := m.Run(ctx, plan.Job)
-	// A renderer of several stages (safe-pdf): each in a fresh sandbox,
-	// the next built by the host from what the last returned.
-	for i := 0; runErr == nil && i < len(plan.Stages())-1; i++ {
-		next, err := plan.Next(i, res.Response.Files)
-		if err != nil {
-			runErr = &sandbox.Error{Outcome: sandbox.RenderFailed, Msg: err.Error()}
-			break
-		}
-		res, runErr = m.Run(ctx, next.Job)
-	}
+	log := c.Logger()
+	// As a worker runs a job (each stage of a chain in a fresh sandbox,
+	// the outputs checked), without the pool.
+	ran := (&worker.Runner{Manager: m, Logger: log}).Run(ctx, log, r, plan, input)
+	ran.Teardown()
+	res, runErr := ran.Result, ran.Err
 	sum := renderSummary{Renderer: name, Outcome: sandbox.OutcomeOf(runErr), SandboxID: res.SandboxID,
 		Timings: map[string]float64{
 			"create": res.Timings.Create.Seconds(), "start": res.Timings.Start.Seconds(),
 			"render": res.Timings.Render.Seconds(), "teardown": res.Timings.Teardown.Seconds(),
 		}}
-	var outs []render.Output
-	if runErr == nil {
-		if outs, runErr = r.AcceptOutputs(res.Response.Files); runErr != nil {
-			sum.Outcome = sandbox.RenderFailed
-		}
-	}
 	if runErr == nil {
 		if err := os.MkdirAll(outDir, 0o755); err != nil {
 			return err
 		}
-		for _, o := range outs {
+		for _, o := range ran.Outputs {
 			p := filepath.Join(outDir, o.Name)
 			if err := os.WriteFile(p, o.Data, 0o644); err != nil {
 				return err

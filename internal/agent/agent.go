@@ -43,6 +43,9 @@ type Agent struct {
 	// request (a pool's) runs under the sandbox's, which the host made
 	// equal.
 	jobTasks uint64
+	// in is the host's stream after the request: a URL page's fetches
+	// are answered on it (brokerClient).
+	in io.Reader
 }
 
 // Serve is the agent's main path: with args[0] == wire.WarmArg it first
@@ -87,7 +90,9 @@ func (a *Agent) serve(in io.Reader, out *bufio.Writer) *wire.Result {
 	if err != nil {
 		return &wire.Result{Error: fmt.Sprintf("creating input file: %v", err)}
 	}
-	req, err := wire.ReadRequest(bufio.NewReaderSize(in, 256<<10), tmp, maxInput)
+	br := bufio.NewReaderSize(in, 256<<10)
+	a.in = br
+	req, err := wire.ReadRequest(br, tmp, maxInput)
 	if cerr := tmp.Close(); err == nil && cerr != nil {
 		err = cerr
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -163,11 +164,21 @@ func (b *browser) matches(bw *wire.Browser, env []string) bool {
 // browse loads bw.Page in Chromium and prints or captures it into
 // OutputDir/bw.Output: in the browser booted ahead of the job when there is
 // one and it matches, else in one launched now.
-func (a *Agent) browse(bw *wire.Browser, env []string, tail *tail, res *wire.Result) error {
-	st, err := loadSite(bw.Page, bw.Site, bw.PagePath)
-	if err != nil {
-		return err
+func (a *Agent) browse(bw *wire.Browser, env []string, tail *tail, res *wire.Result, out *bufio.Writer) error {
+	policy := pagePolicy{url: bw.URL}
+	if bw.URL != "" {
+		// A URL page: the host fetches for it (brokerClient), until
+		// the page is printed and the outputs take the stream.
+		policy.broker = newBrokerClient(a.in, out)
+		defer policy.broker.close()
+	} else {
+		st, err := loadSite(bw.Page, bw.Site, bw.PagePath)
+		if err != nil {
+			return err
+		}
+		policy.site = st
 	}
+	var err error
 	t0 := time.Now()
 	b := a.browser
 	a.browser = nil
@@ -186,8 +197,11 @@ func (a *Agent) browse(bw *wire.Browser, env []string, tail *tail, res *wire.Res
 		fmt.Fprintf(tail, "renderbox-agent: %s at %dms\n", what, time.Since(t0).Milliseconds())
 	}
 	b.mark("browser ready")
-	ic := newInterceptor(b.c, pagePolicy{st}, b.mark)
+	ic := newInterceptor(b.c, policy, b.mark)
 	err = drive(b, bw, ic)
+	if policy.broker != nil {
+		policy.broker.close()
+	}
 	b.mark("done")
 	res.Blocked, res.Missing, res.ConsoleErrors = ic.report()
 	if err == nil {
@@ -245,8 +259,15 @@ func drive(br *browser, b *wire.Browser, ic *interceptor) error {
 	if !b.JavaScript {
 		setup = append(setup, cdp.Command{Method: "Emulation.setScriptExecutionDisabled", Params: map[string]any{"value": true}})
 	}
-	if b.Media != "" {
-		setup = append(setup, cdp.Command{Method: "Emulation.setEmulatedMedia", Params: map[string]any{"media": b.Media}})
+	if b.Media != "" || len(b.MediaFeatures) > 0 {
+		features := []map[string]string{}
+		for _, f := range b.MediaFeatures {
+			features = append(features, map[string]string{"name": f.Name, "value": f.Value})
+		}
+		setup = append(setup, cdp.Command{Method: "Emulation.setEmulatedMedia", Params: map[string]any{"media": b.Media, "features": features}})
+	}
+	if b.UserAgent != "" {
+		setup = append(setup, cdp.Command{Method: "Emulation.setUserAgentOverride", Params: map[string]any{"userAgent": b.UserAgent}})
 	}
 	if sc := b.Screenshot; sc != nil {
 		setup = append(setup, cdp.Command{Method: "Emulation.setDeviceMetricsOverride", Params: metrics(sc, sc.Height)})
@@ -265,7 +286,14 @@ func drive(br *browser, b *wire.Browser, ic *interceptor) error {
 	var nav struct {
 		ErrorText string `json:"errorText"`
 	}
-	if err := c.Call(s, "Page.navigate", map[string]any{"url": pageURLFor(ic.policy.site.pagePath)}, &nav); err != nil {
+	target := b.URL
+	if target == "" {
+		target = pageURLFor(ic.policy.site.pagePath)
+	}
+	if err := c.Call(s, "Page.navigate", map[string]any{"url": target}, &nav); err != nil {
+		return err
+	}
+	if err := ic.pageErr(); err != nil {
 		return err
 	}
 	if nav.ErrorText != "" {
@@ -279,6 +307,9 @@ func drive(br *browser, b *wire.Browser, ic *interceptor) error {
 		return c.Err()
 	}
 	br.mark("page loaded")
+	if err := ic.pageErr(); err != nil {
+		return err
+	}
 	// Targets the page started (workers) run before it is printed.
 	ic.awaitAttached(attachWait)
 	if err := wait(c, br.mark, s, b.Wait); err != nil {

@@ -31,6 +31,10 @@ const attachWait = 2 * time.Second
 // or of one of the job's files from the page's origin. Nothing else leaves.
 type pagePolicy struct {
 	site *site
+	// broker, when set, is a URL page's: every request is put to the
+	// host, which fetches it or refuses (brokered), and url is the page.
+	broker *brokerClient
+	url    string
 }
 
 // answer is what the agent does with one paused request.
@@ -72,6 +76,8 @@ type interceptor struct {
 	attaching                 chan struct{}
 	attachFailed              error
 	blocked, missing, console []string
+	// pageFailed says why a URL page's own document could not be had.
+	pageFailed string
 }
 
 func newInterceptor(c *cdp.Client, p pagePolicy, mark func(string)) *interceptor {
@@ -101,6 +107,12 @@ func (ic *interceptor) paused(m cdp.Message) {
 	if json.Unmarshal(m.Params, &p) != nil {
 		return
 	}
+	if ic.policy.broker != nil {
+		// The host's answer takes a round trip to the origin: the
+		// events after this one need not wait for it.
+		go ic.brokered(m.SessionID, p.RequestID, p.Request.Method, p.Request.URL)
+		return
+	}
 	a := ic.policy.decide(p.Request.Method, p.Request.URL)
 	switch {
 	case a.missing:
@@ -119,6 +131,73 @@ func (ic *interceptor) paused(m cdp.Message) {
 			{"name": "Cache-Control", "value": "no-store"},
 		},
 	})
+}
+
+// brokered answers a URL page's request with what the host fetched: its
+// status, headers and body; a refusal (the host's policy, or a method
+// other than GET) fails it and is recorded as blocked with its reason, an
+// origin's status of 400 or more is recorded as missing.
+func (ic *interceptor) brokered(session, requestID, method, url string) {
+	fail := func(reason, why string) {
+		ic.record(&ic.blocked, url+" ("+why+")")
+		ic.pageFails(url, why)
+		_ = ic.c.Send(session, "Fetch.failRequest", map[string]any{"requestId": requestID, "errorReason": reason})
+	}
+	if method != "GET" {
+		fail("AccessDenied", "refused: method "+method)
+		return
+	}
+	if !wire.FetchableURL(url) {
+		fail("AccessDenied", "refused: not a URL the host takes")
+		return
+	}
+	a, body, err := ic.policy.broker.fetch(method, url)
+	switch {
+	case err != nil:
+		fail("Failed", "no answer from the host: "+err.Error())
+		return
+	case a.Refused != "":
+		fail("AccessDenied", "refused: "+a.Refused)
+		return
+	case a.Status == 0:
+		fail("ConnectionFailed", "failed: "+a.Error)
+		return
+	case a.Status >= 400:
+		ic.record(&ic.missing, fmt.Sprintf("%s (%d)", url, a.Status))
+		ic.pageFails(url, fmt.Sprintf("the origin answered %d", a.Status))
+	}
+	headers := []map[string]string{{"name": "Cache-Control", "value": "no-store"}}
+	for _, h := range a.Headers {
+		if wire.BrokeredHeader(h[0]) {
+			headers = append(headers, map[string]string{"name": h[0], "value": h[1]})
+		}
+	}
+	_ = ic.c.Send(session, "Fetch.fulfillRequest", map[string]any{
+		"requestId": requestID, "responseCode": a.Status, "body": base64.StdEncoding.EncodeToString(body),
+		"responseHeaders": headers,
+	})
+}
+
+// pageFails notes why the page itself could not be had, when url is it.
+func (ic *interceptor) pageFails(url, why string) {
+	if url != ic.policy.url {
+		return
+	}
+	ic.mu.Lock()
+	if ic.pageFailed == "" {
+		ic.pageFailed = why
+	}
+	ic.mu.Unlock()
+}
+
+// pageErr is why a URL page's document could not be had, if it could not.
+func (ic *interceptor) pageErr() error {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if ic.pageFailed == "" {
+		return nil
+	}
+	return fmt.Errorf("loading %s: %s", wire.Diagnostic(ic.policy.url), ic.pageFailed)
 }
 
 // interceptAll makes every target the session starts (workers, out-of-process

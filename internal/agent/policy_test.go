@@ -21,7 +21,7 @@ func newTestInterceptor(t *testing.T) (*interceptor, *cdptest.Browser, *[]string
 		files:    map[string][]byte{"doc/style.css": []byte("p{}"), "img/a b.png": []byte("PNG")},
 	}
 	var marks []string
-	ic := newInterceptor(c, pagePolicy{st}, func(s string) { marks = append(marks, s) })
+	ic := newInterceptor(c, pagePolicy{site: st}, func(s string) { marks = append(marks, s) })
 	ic.install()
 	return ic, b, &marks
 }

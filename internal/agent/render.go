@@ -41,7 +41,7 @@ func (a *Agent) render(req *wire.Request, out *bufio.Writer) *wire.Result {
 	var err error
 	switch {
 	case req.Browser != nil:
-		err = a.browse(req.Browser, req.Env, tail, res)
+		err = a.browse(req.Browser, req.Env, tail, res, out)
 	case req.Office != nil:
 		err = a.runOffice(req.Office, req.Env, tail, res)
 	}

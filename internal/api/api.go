@@ -358,7 +358,7 @@ func (s *Server) renderers(w http.ResponseWriter, _ *http.Request) {
 func Catalogue() any {
 	var list []rendererJSON
 	for _, r := range render.All() {
-		l := r.Limits.WithDefaults()
+		l := r.Limits
 		list = append(list, rendererJSON{Renderer: r, Options: append([]render.Option{}, r.Options...), Limits: rendererLimits{
 			TimeoutSeconds: l.Timeout.Seconds(), MemoryBytes: l.MemoryBytes, CPUs: l.CPUs,
 			MaxOutputBytes: l.MaxOutputBytes, MaxOutputFiles: l.MaxOutputFiles,

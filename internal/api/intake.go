@@ -263,10 +263,15 @@ func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render
 		}
 	}
 	in.sub.Input = in.input.b
+	if in.seen["url"] {
+		// The page's address is the job's input, of its own type: the
+		// worker's broker fetches the page (render.TypeURL).
+		in.sub.Input, in.sub.InputType = []byte(in.sub.URL), render.TypeURL
+	}
 	return &in.sub, in.renderer, nil
 }
 
-var multipartFields = []string{"renderer", "file", "download_from", "input_type", "options", "limits", "callback_url", "output_name", "then"}
+var multipartFields = []string{"renderer", "file", "download_from", "url", "input_type", "options", "limits", "callback_url", "output_name", "then"}
 
 func (in *intake) readMultipart(boundary string) error {
 	mr := multipart.NewReader(in.body, boundary)
@@ -396,6 +401,8 @@ func (in *intake) set(name string, v []byte) error {
 		in.sub.Then = v
 	case "download_from":
 		in.sub.DownloadFrom = v
+	case "url":
+		in.sub.URL = string(v)
 	case "callback_url":
 		in.sub.CallbackURL = string(v)
 	case "input_type":
@@ -422,7 +429,7 @@ func partType(ct string) string {
 	return t
 }
 
-var jsonFields = []string{"renderer", "input_base64", "download_from", "input_type", "options", "limits", "callback_url", "output_name", "then"}
+var jsonFields = []string{"renderer", "input_base64", "download_from", "url", "input_type", "options", "limits", "callback_url", "output_name", "then"}
 
 // readJSON reads {"renderer": …, "input_base64": …, …} as a stream: the
 // base64 string is decoded as it is read, never held as text.
@@ -482,13 +489,21 @@ func (in *intake) readJSON() error {
 }
 
 // oneInput checks that the submission gives its input one way: the
-// uploaded field (what, named field) or download_from.
+// uploaded field (what, named field), download_from or url.
 func (in *intake) oneInput(what, field string) error {
+	n := 0
+	for _, f := range []string{field, "download_from", "url"} {
+		if in.seen[f] {
+			n++
+		}
+	}
 	switch {
-	case in.seen[field] && in.seen["download_from"]:
-		return fmt.Errorf("%w: give the input as a %s or as download_from, not both", errBadRequest, what)
-	case !in.seen[field] && !in.seen["download_from"]:
-		return fmt.Errorf("%w: the body has no %s (or download_from)", errBadRequest, what)
+	case n > 1:
+		return fmt.Errorf("%w: give the input one way: as a %s, as download_from or as url", errBadRequest, what)
+	case n == 0:
+		return fmt.Errorf("%w: the body has no %s (or download_from, or url)", errBadRequest, what)
+	case in.seen["url"] && in.seen["input_type"]:
+		return fmt.Errorf("%w: url is a page's address; input_type does not apply to it", errBadRequest)
 	}
 	return nil
 }
@@ -508,7 +523,7 @@ func (in *intake) readJSONValue(s *jsonScanner, key string) error {
 			return readErr("reading input_base64", err)
 		}
 		return nil
-	case "renderer", "callback_url", "input_type", "output_name":
+	case "renderer", "callback_url", "input_type", "output_name", "url":
 		if c, err := s.next(); err != nil || c != '"' {
 			return fmt.Errorf("%w: %s must be a string", errBadRequest, key)
 		}

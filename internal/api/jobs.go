@@ -135,6 +135,9 @@ type submission struct {
 	// DownloadFrom is the download_from list as sent (JSON): the input
 	// is fetched from these URLs (download.go) instead of uploaded.
 	DownloadFrom json.RawMessage
+	// URL is the page's address (html-pdf, html-png), fetched by the
+	// worker's broker; the job's input is then the URL itself.
+	URL string
 }
 
 var errBadRequest = errors.New("bad request")
@@ -225,6 +228,10 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		renderProblem(w, err)
 		return
 	}
+	if plan.InputType == render.TypeURL && !s.Remote.Enabled {
+		problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not render pages from URLs (url); its operator turns that on with "+RemoteContentSetting+" on the API and the workers")
+		return
+	}
 	ctx := r.Context()
 	if depth, err := s.Queue.Depth(ctx); err != nil {
 		w.Header().Set("Retry-After", "5")
@@ -283,7 +290,7 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	}
 	// An attempt may run the sandbox's whole time limit plus its set-up
 	// and tear-down; asynq's deadline stays outside the sandbox's.
-	timeout := plan.Limits.Sandbox.Timeout + 2*time.Minute
+	timeout := plan.Limits.Timeout + 2*time.Minute
 	opts, err := json.Marshal(plan.Options)
 	if err != nil {
 		return err

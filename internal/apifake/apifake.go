@@ -193,7 +193,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			renderers = append(renderers, st.Renderer)
 		}
 	}
-	if len(sub.Files) == 0 && sub.Fields["download_from"] == "" {
+	if len(sub.Files) == 0 && sub.Fields["download_from"] == "" && sub.Fields["url"] == "" {
 		problem(w, http.StatusBadRequest, "invalid_request", "no file")
 		return
 	}

@@ -224,19 +224,9 @@ func (c Config) webhooks() (api.Webhooks, error) {
 
 // remote builds the API's download_from settings from the configuration.
 func (c Config) remote() (api.RemoteContent, error) {
-	var p egress.Policy
-	var err error
-	if p.Allow, err = egress.ParseCIDRs(c.RemoteAllow); err != nil {
-		return api.RemoteContent{}, fmt.Errorf("config: -remote-allow: %w", err)
-	}
-	if p.Deny, err = egress.ParseCIDRs(c.RemoteDeny); err != nil {
-		return api.RemoteContent{}, fmt.Errorf("config: -remote-deny: %w", err)
-	}
-	if p.AllowHosts, err = egress.ParseHosts(c.RemoteAllowHosts); err != nil {
-		return api.RemoteContent{}, fmt.Errorf("config: -remote-allow-hosts: %w", err)
-	}
-	if p.DenyHosts, err = egress.ParseHosts(c.RemoteDenyHosts); err != nil {
-		return api.RemoteContent{}, fmt.Errorf("config: -remote-deny-hosts: %w", err)
+	p, err := egress.ParsePolicy("remote-", c.RemoteAllow, c.RemoteDeny, c.RemoteAllowHosts, c.RemoteDenyHosts)
+	if err != nil {
+		return api.RemoteContent{}, fmt.Errorf("config: %w", err)
 	}
 	if c.RemoteMaxRequests < 1 || c.RemoteMaxBytes < 1 || c.RemoteMaxResponseBytes < 0 || c.RemoteTimeout < time.Second || c.RemoteMaxPerKey < 1 {
 		return api.RemoteContent{}, errors.New("config: -remote-max-requests, -remote-max-bytes and -remote-max-per-key must be at least 1, -remote-max-response-bytes at least 0 and -remote-timeout at least 1s")

@@ -33,11 +33,13 @@ import (
 	"time"
 
 	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/hostcheck"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/rootfs"
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/wire"
+	"github.com/renderbox/renderbox/internal/worker"
 )
 
 // Main runs the bench command line args (without the program's name) and
@@ -115,7 +117,9 @@ func run(ctx context.Context, o opts) error {
 	if err != nil {
 		return err
 	}
-	if _, err := sandbox.CheckVersion(ctx, m.Runsc().Path); err != nil {
+	// The worker's own cheap checks: a bench on a host that would refuse
+	// to serve measures nothing worth keeping.
+	if err := hostcheck.Runtime(ctx, m); err != nil {
 		return err
 	}
 	defer func() {
@@ -282,10 +286,9 @@ func benchRenderer(ctx context.Context, out *json.Encoder, stamp string, m *sand
 	}
 	var sbx, nat []time.Duration
 	for i := 0; i < n; i++ {
-		job := plan.Job
-		job.Input = bytes.NewReader(c.data)
+		plan.Job.Input = bytes.NewReader(c.data)
 		t0 := time.Now()
-		if _, err := m.Run(ctx, job); err != nil {
+		if err := runPlan(ctx, m, r, plan, c.data); err != nil {
 			return fmt.Errorf("%s in the sandbox: %w", c.renderer, err)
 		}
 		sbx = append(sbx, time.Since(t0))
@@ -378,6 +381,14 @@ func runOnce(ctx context.Context, m *sandbox.Manager, renderer string, input []b
 		return err
 	}
 	plan.Job.Input = bytes.NewReader(input)
-	_, err = m.Run(ctx, plan.Job)
-	return err
+	return runPlan(ctx, m, r, plan, input)
+}
+
+// runPlan runs plan as a worker runs a job (worker.Runner), its outputs
+// checked, and waits for its sandbox's teardown.
+func runPlan(ctx context.Context, m *sandbox.Manager, r *render.Renderer, plan *render.Plan, input []byte) error {
+	log := slog.New(slog.DiscardHandler)
+	ran := (&worker.Runner{Manager: m, Logger: log}).Run(ctx, log, r, plan, input)
+	ran.Teardown()
+	return ran.Err
 }

@@ -170,7 +170,7 @@ func TestFilesKeepTheirPaths(t *testing.T) {
 
 // -input-type, -then (with options, and -opt STEP.NAME), -limit and
 // -download-from reach the request; -opt values take the catalogue's
-// types.
+// types. -url reaches it too.
 func TestRequestFlags(t *testing.T) {
 	api := apifake.Start("rb_cli")
 	defer api.Close()
@@ -192,6 +192,12 @@ func TestRequestFlags(t *testing.T) {
 		f["download_from"] != `[{"url":"https://example.com/x.png"},{"url":"https://example.com/y.png"}]` ||
 		opts["page_ranges"] != "1" || opts["scale"] != 1.5 || opts["landscape"] != true || opts["paper"] != "A4" {
 		t.Errorf("fields sent: %q", f)
+	}
+	if stdout, stderr, code := cli(t, api, "render", "-r", "html-png", "-url", "https://example.com/page"); code != 0 {
+		t.Fatalf("-url: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if subs := api.Submissions(); subs[len(subs)-1].Fields["url"] != "https://example.com/page" || len(subs[len(subs)-1].Files) != 0 {
+		t.Errorf("-url sent fields %q and %d files", subs[len(subs)-1].Fields, len(subs[len(subs)-1].Files))
 	}
 	for _, c := range []struct{ opt, want string }{
 		{"dpi=abc", `want an integer, got "abc"`},

@@ -35,6 +35,7 @@ func renderFlags(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 	fs.Var(&then, "then", "chain `RENDERER[:JSON]` after the renderer, on its output, with options as a JSON object (repeat, in order)")
 	fs.Var(&limits, "limit", "lower a limit, `NAME=VALUE` (timeout_seconds=10, memory_bytes=268435456, …; repeat)")
 	fs.Var(&downloads, "download-from", "an input the server fetches from `URL` (repeat)")
+	pageURL := fs.String("url", "", "render the page at `URL` (html-pdf, html-png): the server fetches it and all it loads")
 	callback := fs.String("callback", "", "a `URL` to send the job's webhook to")
 	outputName := fs.String("output-name", "", "name the outputs `NAME`.pdf, NAME-1.png, …")
 	idem := fs.String("idempotency-key", "", "resubmitting with the same `key` returns the first job (one is made when empty)")
@@ -46,10 +47,10 @@ func renderFlags(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		if *renderer == "" {
 			return usageError("want -r RENDERER")
 		}
-		if len(args) == 0 && len(downloads) == 0 {
-			return usageError("want at least one file or directory (or -download-from URL)")
+		if len(args) == 0 && len(downloads) == 0 && *pageURL == "" {
+			return usageError("want at least one file or directory (or -download-from URL, or -url URL)")
 		}
-		req := client.Request{Renderer: *renderer, InputType: *inputType, CallbackURL: *callback, OutputName: *outputName, IdempotencyKey: *idem}
+		req := client.Request{Renderer: *renderer, InputType: *inputType, CallbackURL: *callback, OutputName: *outputName, IdempotencyKey: *idem, URL: *pageURL}
 		for _, p := range args {
 			fi, err := os.Stat(p)
 			if err != nil {

@@ -248,7 +248,7 @@ func writeOptions(r *render.Renderer, w *writer) {
 // GET /v1/renderers publishes them (the renderer's, defaults filled in),
 // and max_pages and max_pixels where the renderer has them.
 func writeLimits(r *render.Renderer, w *writer) {
-	l := r.Limits.WithDefaults()
+	l := r.Limits
 	w.line(0, SchemaPrefix(r.Name)+"Limits:")
 	w.line(1, "type: object")
 	w.line(1, fmt.Sprintf("description: Lowered limits for a `%s` job, at most the renderer's (`GET /v1/renderers`); a higher one, a limit this renderer does not have, a timeout under %s ms or memory under %s MiB is refused (400 `invalid_options`). At most %s of JSON.",

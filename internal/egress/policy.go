@@ -106,6 +106,27 @@ type Policy struct {
 	DenyHosts []string
 }
 
+// ParsePolicy reads a policy's four lists as flags take them (CIDRs for
+// allow and deny, host patterns for the others); an error names the flag,
+// prefix followed by allow, deny, allow-hosts or deny-hosts.
+func ParsePolicy(prefix, allow, deny, allowHosts, denyHosts string) (Policy, error) {
+	var p Policy
+	var err error
+	if p.Allow, err = ParseCIDRs(allow); err != nil {
+		return p, fmt.Errorf("-%sallow: %w", prefix, err)
+	}
+	if p.Deny, err = ParseCIDRs(deny); err != nil {
+		return p, fmt.Errorf("-%sdeny: %w", prefix, err)
+	}
+	if p.AllowHosts, err = ParseHosts(allowHosts); err != nil {
+		return p, fmt.Errorf("-%sallow-hosts: %w", prefix, err)
+	}
+	if p.DenyHosts, err = ParseHosts(denyHosts); err != nil {
+		return p, fmt.Errorf("-%sdeny-hosts: %w", prefix, err)
+	}
+	return p, nil
+}
+
 // ParseCIDRs reads a comma-separated list of CIDR ranges or single
 // addresses, as the allow and deny flags take them.
 func ParseCIDRs(s string) ([]netip.Prefix, error) { return cidr.Parse(s) }

@@ -56,6 +56,7 @@ const (
 	ReasonTooLarge = "too_large" // a response over its bound, cut
 	ReasonRequests = "requests"  // the job's request budget is spent
 	ReasonBytes    = "bytes"     // the job's byte budget is spent
+	ReasonMethod   = "method"    // a page's request other than GET (Broker)
 )
 
 // ErrTooLarge marks a response cut at its bound (or refused for the
@@ -249,14 +250,27 @@ func (s *Session) Fetch(ctx context.Context, req Request, w io.Writer) (*Respons
 	if m := s.f.metrics; m != nil {
 		m.fetches.WithLabelValues(outcome).Inc()
 		m.bytes.Add(float64(n))
-		if rec.Refused != "" {
-			m.refusals.WithLabelValues(rec.Refused).Inc()
-		}
+	}
+	s.record(rec)
+	return resp, err
+}
+
+// refuse records a request refused before it was made.
+func (s *Session) refuse(rec Record) {
+	if m := s.f.metrics; m != nil {
+		m.fetches.WithLabelValues("refused").Inc()
+	}
+	s.record(rec)
+}
+
+// record keeps rec, and counts its refusal.
+func (s *Session) record(rec Record) {
+	if m := s.f.metrics; m != nil && rec.Refused != "" {
+		m.refusals.WithLabelValues(rec.Refused).Inc()
 	}
 	s.mu.Lock()
 	s.records = append(s.records, rec)
 	s.mu.Unlock()
-	return resp, err
 }
 
 func (s *Session) fetch(ctx context.Context, req Request, w io.Writer) (*Response, int64, error) {

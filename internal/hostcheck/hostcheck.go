@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/rootfs"
 	"github.com/renderbox/renderbox/internal/sandbox"
 )
@@ -244,7 +243,7 @@ func SelfTest(ctx context.Context, m *sandbox.Manager) ([]sandbox.Check, error) 
 	if err != nil {
 		return nil, err
 	}
-	fresh, err := render.SelfTestEntropy(ctx, m)
+	fresh, err := selfTestEntropy(ctx, m)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/jobstate"
 )
 
@@ -44,6 +45,9 @@ type Diagnostics struct {
 	RefusedRequests []string `json:"refused_requests,omitempty"`
 	MissingFiles    []string `json:"missing_files,omitempty"`
 	ConsoleErrors   []string `json:"console_errors,omitempty"`
+	// Fetched lists what the host fetched for a URL page, and refused,
+	// in order (the first 100).
+	Fetched []fetch.Record `json:"fetched,omitempty"`
 	// Steps lists the sandboxes of a job that runs in several (safe-pdf),
 	// in order, up to the one that ended it.
 	Steps []Step `json:"steps,omitempty"`

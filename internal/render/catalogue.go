@@ -8,21 +8,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// chromiumArgs are the flags Chromium needs inside the sandbox (docs/renderers.md, "Chromium"):
-// gVisor is the sandbox, so Chromium's own is off; nothing may reach out.
-// The agent adds --remote-debugging-pipe and drives it over DevTools.
-//
-// It is the headless shell, in one process. Measured under gVisor on 2
-// cores, booting and printing one page against the full browser in its
-// multi-process headless mode: boot 2.9 vs 12.2 CPU-s, an idle booted
-// browser 0.003 vs 0.17 cores, a cold job 2.0 s / 3.3 CPU-s vs 8.4 s /
-// 14.5 CPU-s. Every sandboxed process and thread is costly under systrap;
-// the renderer's own process would add nothing to the isolation, which is
-// the sandbox's, one per job.
+// chromiumArgs are the flags Chromium needs inside the sandbox: gVisor is
+// the sandbox, so Chromium's own is off; nothing may reach out. The agent
+// adds --remote-debugging-pipe and drives it over DevTools. It is the
+// headless shell in one process, because every sandboxed process costs
+// dearly under systrap and a second would add no isolation
+// (docs/design.md, "Chromium in one process").
 var chromiumArgs = []string{
 	"/usr/lib/chromium/chromium-headless-shell",
 	"--headless",
@@ -41,10 +36,9 @@ var chromiumArgs = []string{
 	"--password-store=basic",
 	"--user-data-dir=" + wire.WorkDir + "/chromium",
 	// No JIT for the page's JavaScript (when a job turns it on): V8's
-	// optimising compilers are where most of its exploitable bugs live.
-	// Measured here: a script-heavy page (3e7 loop iterations, 2,000 rows
-	// built) 3.9–4.1 s → 5.2 s; the 30-row table with JavaScript on
-	// 1.89 s → 1.93–2.11 s. WebAssembly does not run without the JIT.
+	// optimising compilers are where most of its exploitable bugs live
+	// (docs/design.md, "Chromium in one process", for its cost).
+	// WebAssembly does not run without the JIT.
 	"--js-flags=--jitless",
 }
 
@@ -63,7 +57,7 @@ var plainEnv = []string{"PATH=/usr/bin:/bin", "HOME=" + wire.WorkDir, "LANG=C.UT
 var officeEnv = append([]string{"SAL_USE_VCLPLUGIN=svp"}, plainEnv...)
 
 // Chromium, one process of many threads, gets both cores and room for them.
-var chromiumLimits = sandbox.Limits{Timeout: 60 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20}
+var chromiumLimits = jobspec.Limits{Timeout: 60 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20}
 
 // pageRangesPattern is a list of pages and page ranges, "1-3,5".
 const pageRangesPattern = `[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?(,[1-9][0-9]{0,4}(-[1-9][0-9]{0,4})?){0,49}`
@@ -150,7 +144,7 @@ func htmlText(s string) string {
 }
 
 // chromiumPDF is the request that prints page (a file under /tmp).
-func chromiumPDF(in inputFile, v Values, l Limits, page string) (wire.Request, error) {
+func chromiumPDF(in inputFile, v Values, l jobspec.Limits, page string) (wire.Request, error) {
 	b, err := browserFor(in, v, l, page)
 	if err != nil {
 		return wire.Request{}, err
@@ -212,17 +206,37 @@ func svgArgs(format, out string, in inputFile, v Values) []string {
 	return append(argv, in.Path)
 }
 
+// resolve fills a renderer's zero limits with the defaults as it joins the
+// catalogue or the diagnostics: every plan, pool family and listing reads
+// them from there without resolving them again.
+func resolve(r *Renderer) *Renderer {
+	r.Limits = r.Limits.WithDefaults()
+	return r
+}
+
+// The entries written out below and in diagnostics.go are resolved here;
+// the others as their files add them.
+func init() {
+	for _, r := range catalogue {
+		resolve(r)
+	}
+	for _, r := range diagnostics {
+		resolve(r)
+	}
+}
+
 var catalogue = map[string]*Renderer{
 	"html-pdf": {
 		Name:          "html-pdf",
 		Description:   "Print an HTML page to PDF with headless Chromium. The page can load nothing but itself and, given a ZIP or several files, those files. Output: output.pdf.",
 		Inputs:        []string{TypeHTML, TypeZIP},
 		Output:        TypePDF,
-		Options:       pdfSchema(true),
+		Options:       append(pdfSchema(true), urlOptions()...),
 		MaxInputBytes: 50 << 20,
 		Limits:        chromiumLimits,
 		site:          htmlSite,
-		build: func(in inputFile, v Values, l Limits) (wire.Request, error) {
+		urls:          true,
+		build: func(in inputFile, v Values, l jobspec.Limits) (wire.Request, error) {
 			return chromiumPDF(in, v, l, in.page())
 		},
 	},
@@ -233,10 +247,11 @@ var catalogue = map[string]*Renderer{
 		Output:        TypePNG,
 		MaxInputBytes: 50 << 20,
 		MaxPixels:     40_000_000,
-		Options:       screenshotSchema(),
+		Options:       append(screenshotSchema(), urlOptions()...),
 		Limits:        chromiumLimits,
 		site:          htmlSite,
-		build: func(in inputFile, v Values, l Limits) (wire.Request, error) {
+		urls:          true,
+		build: func(in inputFile, v Values, l jobspec.Limits) (wire.Request, error) {
 			sc, err := screenshotFor(v, l)
 			if err != nil {
 				return wire.Request{}, err
@@ -256,8 +271,8 @@ var catalogue = map[string]*Renderer{
 		Output:        "text/html",
 		Options:       markdownSchema,
 		MaxInputBytes: 5 << 20,
-		Limits:        sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
-		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+		Limits:        jobspec.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
+		build: func(in inputFile, v Values, _ jobspec.Limits) (wire.Request, error) {
 			return wire.Request{Env: plainEnv, Steps: cmarkSteps(in, v, wire.OutputDir+"/output.html")}, nil
 		},
 	},
@@ -273,7 +288,7 @@ var catalogue = map[string]*Renderer{
 		MaxInputBytes: 20 << 20,
 		Limits:        chromiumLimits,
 		site:          markdownSite,
-		build: func(in inputFile, v Values, l Limits) (wire.Request, error) {
+		build: func(in inputFile, v Values, l jobspec.Limits) (wire.Request, error) {
 			req, err := chromiumPDF(in, v, l, printPage)
 			if err != nil {
 				return req, err
@@ -296,8 +311,8 @@ var catalogue = map[string]*Renderer{
 			{Name: "last_page", Type: "integer", Description: "Last page to render; at most first_page + max_pages - 1.", Minimum: num(1), Maximum: num(100000)},
 			intOpt("quality", "JPEG quality.", 90, 1, 100),
 		},
-		Limits: sandbox.Limits{Timeout: 60 * time.Second, MemoryBytes: 1 << 30, TmpBytes: lightTmp},
-		build: func(in inputFile, v Values, l Limits) (wire.Request, error) {
+		Limits: jobspec.Limits{Timeout: 60 * time.Second, MemoryBytes: 1 << 30, TmpBytes: lightTmp},
+		build: func(in inputFile, v Values, l jobspec.Limits) (wire.Request, error) {
 			first := v.Int("first_page")
 			last := first + l.MaxPages - 1
 			if v.Has("last_page") {
@@ -327,8 +342,8 @@ var catalogue = map[string]*Renderer{
 			numOpt("zoom", "Zoom factor.", 1, 0.1, 10),
 			patternOpt("background", "Background colour as #rrggbb or #rrggbbaa (default: transparent).", colorPattern),
 		},
-		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
-		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+		Limits: jobspec.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
+		build: func(in inputFile, v Values, _ jobspec.Limits) (wire.Request, error) {
 			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: svgArgs("png", wire.OutputDir+"/output.png", in, v)}}}, nil
 		},
 	},
@@ -342,8 +357,8 @@ var catalogue = map[string]*Renderer{
 			numOpt("zoom", "Zoom factor.", 1, 0.1, 10),
 			patternOpt("background", "Background colour as #rrggbb or #rrggbbaa (default: none).", colorPattern),
 		},
-		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
-		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+		Limits: jobspec.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
+		build: func(in inputFile, v Values, _ jobspec.Limits) (wire.Request, error) {
 			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: svgArgs("pdf", wire.OutputDir+"/output.pdf", in, v)}}}, nil
 		},
 	},
@@ -354,8 +369,8 @@ var catalogue = map[string]*Renderer{
 		Output:        TypeSVG,
 		MaxInputBytes: 2 << 20,
 		Options:       []Option{enumOpt("layout", "Layout engine.", "dot", layouts...)},
-		Limits:        sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
-		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+		Limits:        jobspec.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
+		build: func(in inputFile, v Values, _ jobspec.Limits) (wire.Request, error) {
 			// Links whose target is not http(s), mailto or a fragment
 			// (URL="javascript:…") are dropped from the SVG, in the
 			// sandbox, before it is an output.
@@ -376,8 +391,8 @@ var catalogue = map[string]*Renderer{
 			enumOpt("layout", "Layout engine.", "dot", layouts...),
 			intOpt("dpi", "Resolution in dots per inch.", 96, 36, 300),
 		},
-		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
-		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+		Limits: jobspec.Limits{Timeout: 30 * time.Second, MemoryBytes: 512 << 20, TmpBytes: lightTmp},
+		build: func(in inputFile, v Values, _ jobspec.Limits) (wire.Request, error) {
 			return wire.Request{Env: plainEnv, Steps: []wire.Step{{Argv: []string{
 				"/usr/bin/dot", "-K" + v.String("layout"), "-Tpng", "-Gdpi=" + strconv.Itoa(v.Int("dpi")),
 				"-o", wire.OutputDir + "/output.png", in.Path,
@@ -398,9 +413,9 @@ var catalogue = map[string]*Renderer{
 			intOpt("quality", "JPEG/WebP quality.", 85, 1, 100),
 			enumOpt("crop", "Fill the box exactly by cropping: none, centre or attention (the most interesting part).", "none", "none", "centre", "attention"),
 		},
-		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 1 << 30, TmpBytes: lightTmp},
+		Limits: jobspec.Limits{Timeout: 30 * time.Second, MemoryBytes: 1 << 30, TmpBytes: lightTmp},
 		check:  checkImagePixels,
-		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+		build: func(in inputFile, v Values, _ jobspec.Limits) (wire.Request, error) {
 			ext, opts := "png", "[strip]"
 			switch v.String("format") {
 			case "jpeg":
@@ -426,8 +441,8 @@ var catalogue = map[string]*Renderer{
 		Output:        TypePDF,
 		Options:       officeSchema,
 		MaxInputBytes: 50 << 20,
-		Limits:        sandbox.Limits{Timeout: 120 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20},
-		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+		Limits:        jobspec.Limits{Timeout: 120 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20},
+		build: func(in inputFile, v Values, _ jobspec.Limits) (wire.Request, error) {
 			// The agent runs LibreOffice itself: one booted before the job
 			// when the sandbox was, else one booted for it.
 			return wire.Request{

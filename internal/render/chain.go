@@ -6,10 +6,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// Chains (issue 14): a job may name several catalogue renderers joined by
+// Chains: a job may name several catalogue renderers joined by
 // "|", e.g. "office-pdf|pdf-protect". Each step runs in a fresh sandbox;
 // the host checks a step's files as that renderer's outputs (one file, of
 // a type the next step takes) and hands the file to the next step as its
@@ -69,7 +70,7 @@ func lookupChain(name string) (*Renderer, error) {
 			c.Options = append(c.Options, o)
 		}
 	}
-	c.build = func(in inputFile, v Values, l Limits) (wire.Request, error) {
+	c.build = func(in inputFile, v Values, l jobspec.Limits) (wire.Request, error) {
 		vals, err := validate(first.Name, first.Options, stepOptions(v, first))
 		if err != nil {
 			return wire.Request{}, err
@@ -122,7 +123,7 @@ func chainStep(p *Plan, prev, next *Renderer, files []wire.File) (Stage, error) 
 // lowered limit at most that renderer's own, and the ones it has not
 // (max_pages, max_pixels) left out.
 func stepLimits(req LimitRequest, r *Renderer) LimitRequest {
-	lim := r.Limits.WithDefaults()
+	lim := r.Limits
 	lower := func(got, own float64) float64 {
 		if got == 0 || own == 0 {
 			return 0

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -55,6 +56,9 @@ func pageOptions(withJS bool) []Option {
 		boolOpt("fail_on_resource_error", "Fail the job when the page asks for anything it cannot have: another origin, or a file the job does not have (the job's record lists them either way).", false),
 		boolOpt("fail_on_console_error", "Fail the job when the page logs a console error or throws an uncaught exception (the record lists them either way).", false),
 		patternOpt("entry", "With a ZIP or several files: the page to start from, by its path (default: index.html, else the first .html file).", sitePathPattern),
+		patternOpt("user_agent", "The User-Agent the page sees (navigator.userAgent) and, for a page given by url, the one every request made for it carries; printable ASCII.", "[ -~]{1,256}"),
+		patternOpt("prefers_color_scheme", "Emulate the CSS media feature prefers-color-scheme: light or dark.", "light|dark"),
+		patternOpt("prefers_reduced_motion", "Emulate the CSS media feature prefers-reduced-motion: reduce or no-preference.", "reduce|no-preference"),
 	}
 	if withJS {
 		o = append(o,
@@ -150,13 +154,20 @@ func checkPrint(o *wire.PDFOptions) error {
 
 // browserFor makes the page part of a Chromium request: what it waits for,
 // its background, failure rules, and where it is served from.
-func browserFor(in inputFile, v Values, l Limits, page string) (*wire.Browser, error) {
+func browserFor(in inputFile, v Values, l jobspec.Limits, page string) (*wire.Browser, error) {
 	b := &wire.Browser{
 		Argv: chromiumArgs, Page: page, JavaScript: v.Bool("javascript"), OmitBackground: v.Bool("omit_background"),
 		FailOnResourceError: v.Bool("fail_on_resource_error"), FailOnConsoleError: v.Bool("fail_on_console_error"),
 	}
 	if in.Site != "" {
 		b.Site, b.PagePath = in.Site, in.Entry
+	}
+	b.URL = in.URL
+	b.UserAgent = v.String("user_agent")
+	for _, f := range []string{"prefers_color_scheme", "prefers_reduced_motion"} {
+		if v.Has(f) {
+			b.MediaFeatures = append(b.MediaFeatures, wire.MediaFeature{Name: strings.ReplaceAll(f, "_", "-"), Value: v.String(f)})
+		}
 	}
 	if expr := v.String("wait_for_expression"); expr != "" && !b.JavaScript {
 		return nil, fmt.Errorf("%w: wait_for_expression needs javascript: true", ErrInvalidOptions)
@@ -173,9 +184,9 @@ func browserFor(in inputFile, v Values, l Limits, page string) (*wire.Browser, e
 		longest += w.TimeoutMS
 	}
 	// The page's load and its print need time too.
-	if room := l.Sandbox.Timeout.Milliseconds() - 5000; int64(longest) > room {
+	if room := l.Timeout.Milliseconds() - 5000; int64(longest) > room {
 		return nil, fmt.Errorf("%w: waiting up to %.1f s leaves too little of the job's %s time limit; lower wait_delay or wait_timeout",
-			ErrInvalidOptions, float64(longest)/1000, l.Sandbox.Timeout)
+			ErrInvalidOptions, float64(longest)/1000, l.Timeout)
 	}
 	b.Wait = w
 	return b, nil
@@ -185,7 +196,7 @@ func browserFor(in inputFile, v Values, l Limits, page string) (*wire.Browser, e
 // extension.
 var screenshotFormats = map[string]string{"png": "png", "jpeg": "jpg", "webp": "webp"}
 
-func screenshotFor(v Values, l Limits) (*wire.Screenshot, error) {
+func screenshotFor(v Values, l jobspec.Limits) (*wire.Screenshot, error) {
 	sc := &wire.Screenshot{Width: v.Int("width"), Height: v.Int("height"), FullPage: v.Bool("full_page"),
 		DeviceScaleFactor: v.Float("device_scale_factor"), Format: v.String("format"), MaxPixels: l.MaxPixels,
 		Selector: v.String("selector")}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -29,10 +29,10 @@ var diagnostics = map[string]*Renderer{
 		// the exhaustion attempt reaches its limit within seconds; the
 		// light renderers' /tmp, so the probe runs where they do, a
 		// pre-booted sandbox of their pool included.
-		Limits: sandbox.Limits{Timeout: 60 * time.Second, Pids: 256, TmpBytes: lightTmp},
-		build: func(inputFile, Values, Limits) (wire.Request, error) {
+		Limits: jobspec.Limits{Timeout: 60 * time.Second, Pids: 256, TmpBytes: lightTmp},
+		build: func(inputFile, Values, jobspec.Limits) (wire.Request, error) {
 			return wire.Request{Env: plainEnv, Steps: []wire.Step{{
-				Argv:   []string{sandbox.AgentPath, "--escape-attempts"},
+				Argv:   []string{jobspec.AgentPath, "--escape-attempts"},
 				Stdout: wire.OutputDir + "/escapes.json",
 			}}}, nil
 		},

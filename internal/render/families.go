@@ -2,8 +2,9 @@ package render
 
 import (
 	"fmt"
+	"time"
 
-	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -62,20 +63,28 @@ func primedWarm(renderer string) (wire.Warm, error) {
 	return wire.Warm{Kind: wire.WarmExec, Argv: req.Steps[0].Argv, Env: req.Env}, nil
 }
 
+// chromiumSettle is the Settle of a restored Chromium: it reads the clock
+// thousands of times a page, each read a system call until gVisor's clock
+// calibration, restarted by the restore, is ready again (docs/pool.md,
+// "Settling after a restore").
+const chromiumSettle = 1200 * time.Millisecond
+
+// chromiumTemplateWait is the TemplateWait of Chromium: it starts work for
+// seconds after it says it is ready, and every sandbox restored from an
+// image saved earlier would do that work again (docs/pool.md, "Waiting
+// before a checkpoint").
+const chromiumTemplateWait = 6 * time.Second
+
 // PoolFamilies returns each family's pool: what its sandboxes boot and the
 // limits they are created with — the highest of the family's renderers', so
 // that each of them fits (a renderer with lower ones gets its own written
 // into the sandbox's cgroup before its request). Sizes and budgets are the
 // operator's.
-func PoolFamilies() []sandbox.PoolFamily {
-	fams := []sandbox.PoolFamily{
-		// Chromium reads the clock thousands of times a page: a restored
-		// one settles first (sandbox.RestoreSettle). LibreOffice does not
-		// wait: with one office sandbox, make bench's serial office-pdf
-		// jobs waited for each restore and its settle, p50 1,877 ms
-		// against 739. Chromium's template runs on a few seconds before
-		// its checkpoint, its start-up work done (sandbox.TemplateWait).
-		{Name: FamilyChromium, Warm: wire.Warm{Kind: wire.WarmBrowser, Argv: chromiumArgs, Env: chromiumEnv}, Settle: sandbox.RestoreSettle, TemplateWait: sandbox.TemplateWait},
+func PoolFamilies() []jobspec.Family {
+	fams := []jobspec.Family{
+		// Only Chromium settles and waits: LibreOffice reads the clock
+		// seldom, and waiting cost its jobs more than it saved (docs/pool.md).
+		{Name: FamilyChromium, Warm: wire.Warm{Kind: wire.WarmBrowser, Argv: chromiumArgs, Env: chromiumEnv}, Settle: chromiumSettle, TemplateWait: chromiumTemplateWait},
 		{Name: FamilyOffice, Warm: wire.Warm{Kind: wire.WarmOffice, Env: officeEnv}},
 		{Name: FamilyPDF},
 		{Name: FamilyLight},
@@ -88,19 +97,19 @@ func PoolFamilies() []sandbox.PoolFamily {
 			}
 			fams[i].Warm = w
 		}
-		var l sandbox.Limits
+		var l jobspec.Limits
 		for _, r := range catalogue {
 			if r.Family() != fams[i].Name {
 				continue
 			}
-			rl := r.Limits.WithDefaults()
+			rl := r.Limits
 			l.Timeout = max(l.Timeout, rl.Timeout)
 			l.MemoryBytes = max(l.MemoryBytes, rl.MemoryBytes)
 			l.CPUs = max(l.CPUs, rl.CPUs)
 			l.Pids = max(l.Pids, rl.Pids)
 			l.TmpBytes = max(l.TmpBytes, rl.TmpBytes)
 		}
-		fams[i].Limits = l.WithDefaults()
+		fams[i].Limits = l.WithDefaults() // the rest: what the renderers take
 	}
 	return fams
 }

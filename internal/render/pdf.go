@@ -12,12 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 	"github.com/renderbox/renderbox/internal/zipdir"
 )
 
-// The PDF operations (issue 14) run qpdf from the rootfs, each in a fresh
+// The PDF operations run qpdf from the rootfs, each in a fresh
 // sandbox like any renderer: every one of them parses an untrusted PDF.
 
 const qpdf = "/usr/bin/qpdf"
@@ -34,7 +34,7 @@ const pdfMetadataScript = "/usr/local/lib/renderbox/pdf-metadata.py"
 
 // pdfLimits: qpdf is one process that holds the document's objects in
 // memory, not its pixels.
-var pdfLimits = sandbox.Limits{Timeout: 60 * time.Second, MemoryBytes: 1 << 30, TmpBytes: lightTmp}
+var pdfLimits = jobspec.Limits{Timeout: 60 * time.Second, MemoryBytes: 1 << 30, TmpBytes: lightTmp}
 
 // Bounds of pdf-merge's inputs. The total is the renderer's input limit,
 // the largest renderer's like the others': above it the API would take
@@ -296,7 +296,7 @@ func pdfRenderer(name, desc string, opts []Option, steps func(inputFile, Values)
 	return &Renderer{
 		Name: name, Description: desc, Inputs: []string{TypePDF}, Output: TypePDF, Options: opts,
 		MaxInputBytes: 50 << 20, Limits: pdfLimits,
-		build: func(in inputFile, v Values, _ Limits) (wire.Request, error) {
+		build: func(in inputFile, v Values, _ jobspec.Limits) (wire.Request, error) {
 			st, err := steps(in, v)
 			return wire.Request{Env: plainEnv, Steps: st}, err
 		},
@@ -307,7 +307,7 @@ func pdfRenderer(name, desc string, opts []Option, steps func(inputFile, Values)
 // this file's helpers.
 func init() {
 	for _, r := range pdfRenderers() {
-		catalogue[r.Name] = r
+		catalogue[r.Name] = resolve(r)
 	}
 }
 
@@ -321,7 +321,7 @@ func pdfRenderers() []*Renderer {
 		MaxInputBytes: maxMergeBytes,
 		Limits:        pdfLimits,
 		parts:         true,
-		build: func(in inputFile, _ Values, _ Limits) (wire.Request, error) {
+		build: func(in inputFile, _ Values, _ jobspec.Limits) (wire.Request, error) {
 			return wire.Request{Env: plainEnv, Steps: mergeSteps(in)}, nil
 		},
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// pdf-flatten (issue 14): a form's fields and the annotations over a page
+// pdf-flatten: a form's fields and the annotations over a page
 // become part of the page, drawn as their appearance streams show them.
 
 // register adds renderers of the PDF operations that make one output.pdf:
@@ -14,7 +14,7 @@ import (
 // init, beside the first slice's (pdf.go).
 func register(rs ...*Renderer) {
 	for _, r := range rs {
-		catalogue[r.Name] = r
+		catalogue[r.Name] = resolve(r)
 		outputRules[r.Name] = outputRule{re: regexp.MustCompile(`^output\.pdf$`)}
 	}
 }

@@ -8,10 +8,13 @@
 package render
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
+	"net/url"
 	"path"
 	"slices"
 	"sort"
@@ -20,7 +23,7 @@ import (
 	"time"
 
 	"github.com/renderbox/renderbox/internal/bytesize"
-	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -54,9 +57,10 @@ type Renderer struct {
 	Options     []Option `json:"options"`
 	// MaxInputBytes bounds the input.
 	MaxInputBytes int64 `json:"max_input_bytes"`
-	// Limits are the sandbox limits a job runs with; a request may lower
-	// them, never raise them.
-	Limits sandbox.Limits `json:"-"`
+	// Limits are the sandbox limits a job runs with, resolved as the
+	// renderer joins the catalogue; a request may lower them, never raise
+	// them.
+	Limits jobspec.Limits `json:"-"`
 	// MaxPages bounds the pages rendered (pdf-png); 0 if not applicable.
 	MaxPages int `json:"max_pages,omitempty"`
 	// MaxPixels bounds the pixels of an input image (image-thumbnail) or a
@@ -64,9 +68,9 @@ type Renderer struct {
 	MaxPixels int64 `json:"max_pixels,omitempty"`
 
 	// build makes the sandbox request from validated options.
-	build func(in inputFile, v Values, l Limits) (wire.Request, error)
+	build func(in inputFile, v Values, l jobspec.Limits) (wire.Request, error)
 	// check inspects the input's headers further (e.g. image dimensions).
-	check func(input []byte, l Limits) error
+	check func(input []byte, l jobspec.Limits) error
 	// site, when set, lets the renderer take a ZIP of files, one of them
 	// the entry point.
 	site *siteRule
@@ -82,6 +86,9 @@ type Renderer struct {
 	// rules names the renderer whose output rule applies, when not this
 	// one's (a chain's last step).
 	rules string
+	// urls: the renderer takes a URL for its page (input_type TypeURL),
+	// which the host's broker fetches for it (wire.Browser's URL).
+	urls bool
 }
 
 // inputFile is the input as the sandbox sees it.
@@ -97,6 +104,8 @@ type inputFile struct {
 	// Name is the job's output_name, "" when the renderer names its
 	// outputs (markdown-pdf's title falls back to it).
 	Name string
+	// URL is the page's, when the input is one (TypeURL).
+	URL string
 }
 
 // page is the file the renderer starts from.
@@ -165,16 +174,10 @@ type LimitRequest struct {
 	MaxPixels      int64   `json:"max_pixels,omitempty"`
 }
 
-// Limits are a job's effective limits.
-type Limits struct {
-	Sandbox   sandbox.Limits
-	MaxPages  int
-	MaxPixels int64
-}
-
 // EffectiveLimits applies req to the renderer's limits.
-func (r *Renderer) EffectiveLimits(req LimitRequest) (Limits, error) {
-	l := Limits{Sandbox: r.Limits.WithDefaults(), MaxPages: r.MaxPages, MaxPixels: r.MaxPixels}
+func (r *Renderer) EffectiveLimits(req LimitRequest) (jobspec.Limits, error) {
+	l := r.Limits // resolved as it joined the catalogue
+	l.MaxPages, l.MaxPixels = r.MaxPages, r.MaxPixels
 	lower := func(name string, got, max float64) (bool, error) {
 		switch {
 		case got == 0:
@@ -194,23 +197,23 @@ func (r *Renderer) EffectiveLimits(req LimitRequest) (Limits, error) {
 	}
 	var ok bool
 	var err error
-	if ok, err = lower("timeout_seconds", req.TimeoutSeconds, l.Sandbox.Timeout.Seconds()); ok {
-		l.Sandbox.Timeout = time.Duration(req.TimeoutSeconds * float64(time.Second))
+	if ok, err = lower("timeout_seconds", req.TimeoutSeconds, l.Timeout.Seconds()); ok {
+		l.Timeout = time.Duration(req.TimeoutSeconds * float64(time.Second))
 	}
 	if err != nil {
 		return l, err
 	}
-	if ok, err = lower("memory_bytes", float64(req.MemoryBytes), float64(l.Sandbox.MemoryBytes)); ok {
+	if ok, err = lower("memory_bytes", float64(req.MemoryBytes), float64(l.MemoryBytes)); ok {
 		if req.MemoryBytes < MinMemoryBytes {
 			return l, fmt.Errorf("%w: limit memory_bytes must be at least %s", ErrInvalidOptions, limitText("memory_bytes", MinMemoryBytes))
 		}
-		l.Sandbox.MemoryBytes = req.MemoryBytes
+		l.MemoryBytes = req.MemoryBytes
 	}
 	if err != nil {
 		return l, err
 	}
-	if ok, err = lower("max_output_bytes", float64(req.MaxOutputBytes), float64(l.Sandbox.MaxOutputBytes)); ok {
-		l.Sandbox.MaxOutputBytes = req.MaxOutputBytes
+	if ok, err = lower("max_output_bytes", float64(req.MaxOutputBytes), float64(l.MaxOutputBytes)); ok {
+		l.MaxOutputBytes = req.MaxOutputBytes
 	}
 	if err != nil {
 		return l, err
@@ -248,11 +251,11 @@ type Plan struct {
 	Renderer  *Renderer
 	InputType string
 	Options   Values
-	Limits    Limits
+	Limits    jobspec.Limits
 	// Request is the validated limit request: what a queued job carries
 	// instead of the client's text.
 	Request LimitRequest
-	Job     sandbox.Job
+	Job     jobspec.Job
 
 	// firstStage and firstFamily name Job's stage and pool when the
 	// renderer runs in several sandboxes; stages are the ones after it.
@@ -290,6 +293,14 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 	lim, err := r.EffectiveLimits(limits)
 	if err != nil {
 		return nil, err
+	}
+	if declared == TypeURL {
+		return r.prepareURL(input, vals, lim, limits, outputName)
+	}
+	for _, name := range urlOptionNames {
+		if vals.Has(name) {
+			return nil, fmt.Errorf("%w: %s is for a page given by url", ErrInvalidOptions, name)
+		}
 	}
 	if len(input) == 0 {
 		return nil, fmt.Errorf("%w: the file is empty (%s accepts %s)", ErrUnsupportedInput, r.Name, strings.Join(r.Inputs, ", "))
@@ -346,6 +357,11 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 	case vals.Has("entry") || vals.Has("stylesheet"):
 		return nil, fmt.Errorf("%w: entry and stylesheet name files of a ZIP or of several file parts; the input is one %s file", ErrInvalidOptions, got)
 	}
+	return r.planFor(in, unpack, input, vals, lim, limits)
+}
+
+// planFor builds the plan of a validated input.
+func (r *Renderer) planFor(in inputFile, unpack *wire.Unpack, input []byte, vals Values, lim jobspec.Limits, limits LimitRequest) (*Plan, error) {
 	req, err := r.build(in, vals, lim)
 	if err != nil {
 		return nil, err
@@ -354,11 +370,154 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 	req.Mode = wire.ModeRender
 	req.InputName = path.Base(in.Path)
 	req.InputSize = int64(len(input))
-	plan := &Plan{Renderer: r, InputType: got, Options: vals, Limits: lim, Request: limits, Job: sandbox.Job{Request: req, Limits: lim.Sandbox}}
+	plan := &Plan{Renderer: r, InputType: in.Type, Options: vals, Limits: lim, Request: limits, Job: jobspec.Job{Request: req, Limits: lim}}
 	if r.plan != nil {
 		r.plan(plan)
 	}
 	return plan, nil
+}
+
+// TypeURL is the input type of a page given by its URL (the API's url):
+// the input is the URL itself, which the page is loaded from through the
+// host's broker.
+const TypeURL = "text/uri-list"
+
+// MaxURL bounds a page's URL.
+const MaxURL = 2048
+
+// CheckURL checks a page's URL: absolute http or https, a host, no
+// credentials, at most MaxURL bytes. Where it may lead is the broker's
+// policy, on the worker.
+func CheckURL(raw string) error {
+	if len(raw) > MaxURL {
+		return fmt.Errorf("%w: url is over %d bytes", ErrInvalidInput, MaxURL)
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: url is not a URL", ErrInvalidInput)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%w: url's scheme %s: only http and https pages are fetched", ErrInvalidInput, strconv.Quote(u.Scheme))
+	case u.Host == "":
+		return fmt.Errorf("%w: url has no host", ErrInvalidInput)
+	case u.User != nil:
+		return fmt.Errorf("%w: url carries credentials, which are not sent", ErrInvalidInput)
+	case !wire.FetchableURL(raw):
+		return fmt.Errorf("%w: url is not a URL", ErrInvalidInput)
+	}
+	return nil
+}
+
+// urlOptions are what a page given by url sends: to the hosts
+// credentials_host matches (default the url's own), never to a third
+// party. The host adds them to the requests it makes; they never enter
+// the sandbox.
+func urlOptions() []Option {
+	const secret = " A secret: it is not stored with the job, logged or shown back (the job's options read \"" + Redacted + "\"); it goes only to the hosts credentials_host matches."
+	return []Option{
+		secretOpt(patternOpt("cookies", "With url: the Cookie header the page's requests carry, e.g. \"session=abc; theme=dark\"."+secret, `[^\x00-\x1f\x7f]{1,1000}`), "1–1000 characters, no control characters"),
+		secretOpt(patternOpt("extra_http_headers", "With url: headers the page's requests carry, one \"Name: value\" a line."+secret, `[^\x00-\x08\x0b-\x1f\x7f]{1,1000}`), "1–1000 characters, lines of \"Name: value\""),
+		patternOpt("http_username", "With url: the user name of HTTP basic authentication (with http_password).", `[^\x00-\x1f\x7f:]{1,255}`),
+		secretOpt(patternOpt("http_password", "With url: the password of HTTP basic authentication."+secret, `[^\x00-\x1f\x7f]{1,255}`), "1–255 characters, no control characters"),
+		patternOpt("credentials_host", "With url: the hosts cookies, extra_http_headers and the basic authentication go to, a name or *.domain (default: the url's host).", `(\*\.)?[A-Za-z0-9.-]{1,253}`),
+	}
+}
+
+// urlOptionNames are urlOptions' names.
+var urlOptionNames = []string{"cookies", "extra_http_headers", "http_username", "http_password", "credentials_host"}
+
+// forbiddenHeaders are the transport's to set, or cookies' and basic
+// authentication's own options.
+var forbiddenHeaders = map[string]bool{
+	"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Connection": true, "Upgrade": true,
+	"Te": true, "Trailer": true, "Keep-Alive": true, "Proxy-Authorization": true, "Proxy-Connection": true,
+	"Cookie": true, "User-Agent": true,
+}
+
+// pageHeaders parses what urlOptions send; an error names no value.
+func pageHeaders(v Values) (http.Header, error) {
+	h := http.Header{}
+	if raw := v.String("extra_http_headers"); raw != "" {
+		for i, line := range strings.Split(raw, "\n") {
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			name, val, ok := strings.Cut(line, ":")
+			name = http.CanonicalHeaderKey(strings.TrimSpace(name))
+			if !ok || !validHeaderName(name) {
+				return nil, fmt.Errorf("%w: extra_http_headers line %d: want \"Name: value\"", ErrInvalidOptions, i+1)
+			}
+			if forbiddenHeaders[name] {
+				return nil, fmt.Errorf("%w: extra_http_headers line %d: %s is not sent this way (the transport's, or cookies', user_agent's)", ErrInvalidOptions, i+1, name)
+			}
+			h.Add(name, strings.TrimSpace(val))
+		}
+	}
+	if c := v.String("cookies"); c != "" {
+		h.Set("Cookie", c)
+	}
+	user, pass := v.String("http_username"), v.String("http_password")
+	if (user == "") != (pass == "") {
+		return nil, fmt.Errorf("%w: http_username and http_password go together", ErrInvalidOptions)
+	}
+	if user != "" {
+		if h.Get("Authorization") != "" {
+			return nil, fmt.Errorf("%w: extra_http_headers has an Authorization and http_username gives another", ErrInvalidOptions)
+		}
+		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
+	}
+	return h, nil
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r > 0x7e || r <= ' ' || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", r) {
+			return false
+		}
+	}
+	return true
+}
+
+// PageHeaders are the headers a page given by url sends, and the host
+// pattern of the hosts they go to; none for another job.
+func (p *Plan) PageHeaders() (scope string, h http.Header) {
+	b := p.Job.Request.Browser
+	if b == nil || b.URL == "" {
+		return "", nil
+	}
+	h, err := pageHeaders(p.Options)
+	if err != nil || len(h) == 0 {
+		return "", nil
+	}
+	scope = p.Options.String("credentials_host")
+	if scope == "" {
+		if u, err := url.Parse(b.URL); err == nil {
+			scope = u.Hostname()
+		}
+	}
+	return scope, h
+}
+
+// prepareURL is prepare for a page given by its URL.
+func (r *Renderer) prepareURL(input []byte, vals Values, lim jobspec.Limits, limits LimitRequest, outputName string) (*Plan, error) {
+	if !r.urls {
+		return nil, fmt.Errorf("%w: %s does not take a url (html-pdf and html-png do)", ErrUnsupportedInput, r.Name)
+	}
+	raw := string(input)
+	if err := CheckURL(raw); err != nil {
+		return nil, err
+	}
+	if vals.Has("entry") || vals.Has("stylesheet") {
+		return nil, fmt.Errorf("%w: entry and stylesheet name files of a ZIP or of several file parts; the input is a url", ErrInvalidOptions)
+	}
+	if _, err := pageHeaders(vals); err != nil {
+		return nil, err
+	}
+	in := inputFile{Type: TypeURL, Path: wire.InputDir + "/input.url", Name: outputName, URL: raw}
+	return r.planFor(in, nil, input, vals, lim, limits)
 }
 
 // PrepareJSON is Prepare with options and limits as raw JSON objects (as

@@ -9,11 +9,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// safe-pdf is Dangerzone's method (issue 14): the document is drawn to
+// safe-pdf is Dangerzone's method: the document is drawn to
 // pixels in one sandbox, and a PDF is rebuilt from those pixels alone in
 // another, fresh one. Office documents, HTML pages and SVG images are first
 // converted to PDF by office-pdf's, html-pdf's and svg-pdf's request in a
@@ -67,7 +67,7 @@ type stage struct {
 type Stage struct {
 	Name   string
 	Family string
-	Job    sandbox.Job // its Input is set
+	Job    jobspec.Job // its Input is set
 	// Input is what Job.Input reads, its first Job.Request.InputSize
 	// bytes, to run the stage again cold when a pooled sandbox breaks.
 	Input io.ReaderAt
@@ -141,7 +141,7 @@ const safePDFPixels = "/usr/local/lib/renderbox/safe-pdf-pixels.py"
 // or page-N.pgm (gray), after the script has refused a document of more
 // than max_pages pages or a page over max_pixels at the job's dpi, saying
 // which. Whatever it writes, the host checks the frames again.
-func rasterizeSteps(pdf string, v Values, l Limits) []wire.Step {
+func rasterizeSteps(pdf string, v Values, l jobspec.Limits) []wire.Step {
 	mode := "rgb"
 	if v.Bool("grayscale") {
 		mode = "gray"
@@ -153,7 +153,7 @@ func rasterizeSteps(pdf string, v Values, l Limits) []wire.Step {
 // imageSteps put an image on a page of its own (alpha flattened on white,
 // sRGB, 8 bits, then img2pdf at the image's resolution) and draw it as
 // a PDF is drawn.
-func imageSteps(in inputFile, v Values, l Limits) []wire.Step {
+func imageSteps(in inputFile, v Values, l jobspec.Limits) []wire.Step {
 	// Uncompressed TIFF between the steps: VIPS_BLOCK_UNTRUSTED refuses
 	// libvips' own .v format.
 	flat, rgb, png, pdf := wire.WorkDir+"/flat.tif", wire.WorkDir+"/rgb.tif", wire.WorkDir+"/page.png", wire.WorkDir+"/page.pdf"
@@ -217,7 +217,7 @@ func rebuildStage(p *Plan, files []wire.File) (Stage, error) {
 	req := rebuildRequest(paths, p.Options)
 	req.Mode, req.InputName, req.InputSize = wire.ModeRender, "pages.zip", size
 	req.Unpack = &wire.Unpack{Archive: wire.InputDir + "/pages.zip", Dir: siteDir, MaxFiles: len(paths) + 2, MaxBytes: size}
-	return Stage{Job: sandbox.Job{Request: req, Limits: p.Limits.Sandbox, Input: io.NewSectionReader(pages, 0, size)}, Input: pages}, nil
+	return Stage{Job: jobspec.Job{Request: req, Limits: p.Limits, Input: io.NewSectionReader(pages, 0, size)}, Input: pages}, nil
 }
 
 // rasterizeStage takes the converter's PDF (checked as its renderer's
@@ -232,14 +232,14 @@ func rasterizeStage(p *Plan, files []wire.File) (Stage, error) {
 	path := wire.InputDir + "/document.pdf"
 	req := wire.Request{Env: plainEnv, Steps: rasterizeSteps(path, p.Options, p.Limits)}
 	req.Mode, req.InputName, req.InputSize = wire.ModeRender, "document.pdf", int64(len(pdf))
-	job := sandbox.Job{Request: req, Limits: rasterizeLimits(p.Limits), Input: bytes.NewReader(pdf), Spool: p.frames}
+	job := jobspec.Job{Request: req, Limits: rasterizeLimits(p.Limits), Input: bytes.NewReader(pdf), Spool: p.frames}
 	return Stage{Job: job, Input: bytes.NewReader(pdf)}, nil
 }
 
 // rasterizeLimits are the pixel stage's: the job's, but room for the raw
 // pages whatever max_output_bytes says (it bounds the PDF the job makes).
-func rasterizeLimits(l Limits) sandbox.Limits {
-	s := l.Sandbox
+func rasterizeLimits(l jobspec.Limits) jobspec.Limits {
+	s := l
 	s.MaxOutputBytes = safePDFMaxPixelBytes
 	s.MaxOutputFiles = l.MaxPages + 1
 	return s
@@ -247,7 +247,7 @@ func rasterizeLimits(l Limits) sandbox.Limits {
 
 // checkImagePixels refuses an image whose header announces more than
 // max_pixels, before anything decodes it.
-func checkImagePixels(input []byte, l Limits) error {
+func checkImagePixels(input []byte, l jobspec.Limits) error {
 	w, h, err := imageSize(input)
 	if err != nil {
 		return fmt.Errorf("%w: cannot read the image's header: %v", ErrInvalidInput, err)
@@ -278,14 +278,14 @@ func safePDFRenderer() *Renderer {
 				Description: "Compress the pages as JPEG of this quality (smaller, lossy); absent, they are compressed losslessly."},
 		},
 		// Per stage; the pixel stage may return up to 200 MiB of raw pages.
-		Limits: sandbox.Limits{Timeout: 120 * time.Second, MemoryBytes: 1536 << 20, TmpBytes: lightTmp},
-		check: func(input []byte, l Limits) error {
+		Limits: jobspec.Limits{Timeout: 120 * time.Second, MemoryBytes: 1536 << 20, TmpBytes: lightTmp},
+		check: func(input []byte, l jobspec.Limits) error {
 			if !slices.Contains(safePDFImages, Sniff(input)) {
 				return nil
 			}
 			return checkImagePixels(input, l)
 		},
-		build: func(in inputFile, v Values, l Limits) (wire.Request, error) {
+		build: func(in inputFile, v Values, l jobspec.Limits) (wire.Request, error) {
 			switch conv := safePDFConverter(in.Type); {
 			case conv != "":
 				r, _ := Lookup(conv)
@@ -309,8 +309,8 @@ func safePDFRenderer() *Renderer {
 
 // convertLimits are the convert stage's: its renderer's, lowered to the
 // job's time and memory where the request lowered those below them.
-func convertLimits(r *Renderer, req LimitRequest, job sandbox.Limits) sandbox.Limits {
-	l := r.Limits.WithDefaults()
+func convertLimits(r *Renderer, req LimitRequest, job jobspec.Limits) jobspec.Limits {
+	l := r.Limits
 	if req.TimeoutSeconds > 0 {
 		l.Timeout = min(l.Timeout, job.Timeout)
 	}
@@ -327,7 +327,7 @@ func safePDFPlan(p *Plan) {
 	if conv := safePDFConverter(p.InputType); conv != "" {
 		r, _ := Lookup(conv)
 		p.firstStage, p.firstFamily = StageConvert, r.Family()
-		p.Job.Limits = convertLimits(r, p.Request, p.Limits.Sandbox)
+		p.Job.Limits = convertLimits(r, p.Request, p.Limits)
 		p.stages = append(p.stages, stage{name: StageRasterize, family: FamilyLight, next: rasterizeStage})
 	} else {
 		p.firstStage = StageRasterize
@@ -339,6 +339,6 @@ func safePDFPlan(p *Plan) {
 func init() {
 	r := safePDFRenderer()
 	r.plan = safePDFPlan
-	catalogue[r.Name] = r
+	catalogue[r.Name] = resolve(r)
 	outputRules[r.Name] = outputRule{re: regexp.MustCompile(`^output\.pdf$`)}
 }

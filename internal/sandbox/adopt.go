@@ -15,27 +15,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The process that runs sandboxes is their subreaper. `runsc create` and
-// `runsc restore` start the sandbox process (the Sentry) and its gofer and
-// exit, and the two are handed to the nearest subreaper ancestor: this
-// process, rather than init. Being their parent, it learns that a sandbox
-// ended, and its exit status, from wait4 — where it ran a `runsc wait` per
-// sandbox before: a whole runsc start-up (≈ 32 ms of CPU here, its init of
-// gVisor's tables) and then ≈ 12 ms more for every job, and a 23 MB process
-// for every idle pool sandbox.
+// The process that runs sandboxes is their subreaper: `runsc create` and
+// `runsc restore` exit once they have started the sandbox process and its
+// gofer, so the two are handed to this process, which learns a sandbox's
+// end and exit status from wait4 instead of a `runsc wait` per sandbox
+// (docs/pool.md, "The subreaper", has what each status means and the
+// cost this saves).
 //
-// The sandbox process exits with its container's status: the agent's code,
-// or 128+n when a signal inside the sandbox ended it (runsc/cli). It is
-// killed by a signal only from outside (Kill, Destroy, the host's OOM
-// killer), and exits 128 when runsc's own command failed, 2 when the
-// Sentry's Go runtime died: in those cases gVisor did not live to report
-// the agent's status, as `runsc wait` could not either.
-//
-// Only pids handed over by watch are waited for: os/exec waits for its own
-// children by pid, and a wait for any child would steal their statuses.
-// The gofers, and any other helper runsc leaves behind, are reaped by name
-// once they are zombies: runsc starts them through /proc/self/exe, so the
-// kernel names them "exe", and nothing os/exec starts here has that name.
+// Only pids handed over by watchPid are waited for: os/exec waits for its
+// own children by pid, and a wait for any child would steal their
+// statuses. The gofers and other helpers runsc leaves behind are reaped by
+// name once they are zombies: runsc starts them through /proc/self/exe, so
+// the kernel names them "exe", and nothing os/exec starts here has that
+// name.
 var adopted struct {
 	once sync.Once
 	err  error

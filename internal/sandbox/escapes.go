@@ -10,11 +10,10 @@ import (
 
 // CheckEscapes judges a report of the agent's escape attempts
 // (wire.EscapeAttempts, made from a renderer's place) in a sandbox with
-// limits lim: every attempt must be present and refused, and the two
+// limits lim (resolved, as Sandbox.Limits): every attempt must be present and refused, and the two
 // exhaustion attempts must have stopped at the sandbox's limits, not at
 // the attempt's own bounds.
 func CheckEscapes(as []wire.Attempt, lim Limits) []Check {
-	lim = lim.WithDefaults()
 	byName := map[string]wire.Attempt{}
 	for _, a := range as {
 		byName[a.Name] = a

@@ -5,7 +5,7 @@ import "context"
 // PrepareProcess is Prepare with args in place of the agent: a test's
 // stand-in for a subverted agent, in a real sandbox.
 func (m *Manager) PrepareProcess(ctx context.Context, limits Limits, args []string) (*Sandbox, error) {
-	return m.prepare(ctx, limits, args, true)
+	return m.prepare(ctx, limits, args)
 }
 
 // ImageRestores returns how often each checkpoint image of the family in

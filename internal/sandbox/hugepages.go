@@ -12,11 +12,10 @@ const thpDir = "/sys/kernel/mm/transparent_hugepage"
 // HugePages reports whether runsc will back sandboxes' memory with huge
 // pages on this host, and why. runsc asks for them (its -app-huge-pages is
 // on by default) only when the host's shmem_enabled is always or
-// within_size, or advise with defrag always, defer or never. Measured on a
-// 2-core VM: LibreOffice converting a page took 8.2 s without and 2.8 s
-// with, most of the difference being faults on fresh 64 MB buffers.
-// scripts/setup.sh sets shmem_enabled=advise and defrag=defer;
-// deploy/tmpfiles.d does at boot.
+// within_size, or advise with defrag always, defer or never; without them
+// memory-heavy renderers run several times slower (docs/pool.md,
+// "Figures"). scripts/setup.sh sets shmem_enabled=advise and
+// defrag=defer; deploy/tmpfiles.d does at boot.
 func HugePages() (bool, string) {
 	shmem, err1 := thpSetting("shmem_enabled")
 	defrag, err2 := thpSetting("defrag")

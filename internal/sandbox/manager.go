@@ -16,7 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/renderbox/renderbox/internal/bytesize"
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -99,7 +99,7 @@ type Manager struct {
 	lockMu   sync.Mutex
 	lockFile *os.File // the state dir's lock, while held (Lock)
 
-	renders renderGate // jobs rendering now (quiet.go)
+	renders Gate // jobs rendering now, which the pool's fills wait for
 
 	// noSwap: the kernel accounts swap to cgroups, and every sandbox's
 	// memory+swap is capped at its memory limit (SpecOptions.NoSwap).
@@ -150,6 +150,17 @@ func (m *Manager) Runsc() *Runsc { return m.runsc }
 // Config returns the manager's effective configuration.
 func (m *Manager) Config() Config { return m.cfg }
 
+// Logger returns the logger the manager's lifecycle logs go to.
+func (m *Manager) Logger() *slog.Logger { return m.log }
+
+// Gate returns the gate every job's render passes, from its request (or
+// its take from the pool) to its answer.
+func (m *Manager) Gate() *Gate { return &m.renders }
+
+// rendering counts a job's render at the gate; call the result when it
+// ends.
+func (m *Manager) rendering() func() { return m.renders.Enter() }
+
 func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -160,12 +171,13 @@ func newID() string {
 // starting it. A pool can call it ahead of jobs; Run calls it for each job
 // that brings no sandbox. The caller owns the sandbox and must Destroy it.
 func (m *Manager) Prepare(ctx context.Context, limits Limits) (*Sandbox, error) {
-	return m.prepare(ctx, limits, []string{AgentPath}, true)
+	return m.prepare(ctx, limits, []string{AgentPath})
 }
 
-// prepare writes a bundle whose process is args and, if create, creates the
-// sandbox from it (a restore creates it itself).
-func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, create bool) (*Sandbox, error) {
+// NewSandbox writes a fresh bundle whose process is args and returns its
+// sandbox, not yet made: the caller Creates it (and Starts it) or Restores
+// a checkpoint into it, and must Destroy it whatever happens.
+func (m *Manager) NewSandbox(limits Limits, args []string) (*Sandbox, error) {
 	lim := limits.WithDefaults()
 	id := newID()
 	s := &Sandbox{
@@ -174,6 +186,7 @@ func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, cre
 		runsc:  m.runsc,
 		bundle: filepath.Join(m.cfg.StateDir, "bundles", id),
 		cgroup: "/" + m.cfg.CgroupParent + "/" + id,
+		noSwap: m.noSwap,
 	}
 	err := writeBundle(s.bundle, SpecOptions{
 		RootfsPath:  m.cfg.Rootfs,
@@ -185,26 +198,29 @@ func (m *Manager) prepare(ctx context.Context, limits Limits, args []string, cre
 		Limits:      lim,
 		NoSwap:      m.noSwap,
 	})
-	if err == nil && create {
-		err = s.create(ctx)
-	}
 	if err != nil {
-		derr := s.Destroy(context.WithoutCancel(ctx))
+		derr := s.Destroy(context.Background())
 		return nil, errors.Join(fmt.Errorf("creating sandbox %s: %w", id, err), derr)
 	}
 	return s, nil
 }
 
-// Job is one request to run in a sandbox.
-type Job struct {
-	Request wire.Request
-	Input   io.Reader
-	// Spool, if set, takes the response's files as they arrive: the
-	// Result's Response then lists them without their bytes.
-	Spool wire.Spool
-	// Limits for this job; zero fields take the manager's defaults.
-	Limits Limits
+// prepare writes a bundle whose process is args and creates the sandbox
+// from it.
+func (m *Manager) prepare(ctx context.Context, limits Limits, args []string) (*Sandbox, error) {
+	s, err := m.NewSandbox(limits, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Create(ctx); err != nil {
+		derr := s.Destroy(context.WithoutCancel(ctx))
+		return nil, errors.Join(fmt.Errorf("creating sandbox %s: %w", s.ID, err), derr)
+	}
+	return s, nil
 }
+
+// Job is one request to run in a sandbox.
+type Job = jobspec.Job
 
 // Timings are the phases of one sandboxed job.
 type Timings struct {
@@ -229,28 +245,56 @@ type Result struct {
 // errTimeout is the cause of a job context that hit its deadline.
 var errTimeout = errors.New("job deadline exceeded")
 
-// waitGrace is how long the agent may take to exit after answering.
+// waitGrace is how long an agent that did not answer may take to exit,
+// for its status.
 const waitGrace = 2 * time.Second
 
 // Run runs job in a fresh sandbox and destroys the sandbox before
 // returning. A non-nil error is an *Error whose Outcome classifies the
 // failure; the Result is returned either way, for its timings.
 func (m *Manager) Run(ctx context.Context, job Job) (*Result, error) {
-	return m.RunThen(ctx, nil, job, nil)
+	res, td, err := m.Exec(ctx, nil, job)
+	td.Wait()
+	return res, err
 }
 
 // RunIn runs job in a sandbox from Prepare (for instance from a pool) and
 // destroys it before returning. The sandbox's limits apply, not job.Limits.
 func (m *Manager) RunIn(ctx context.Context, sb *Sandbox, job Job) (*Result, error) {
-	return m.RunThen(ctx, sb, job, nil)
+	res, td, err := m.Exec(ctx, sb, job)
+	td.Wait()
+	return res, err
 }
 
-// RunThen runs job in sb (a fresh sandbox when sb is nil) and calls then,
-// if set, with the result while the sandbox is being destroyed: whatever
-// then does (storing outputs, reporting the result) does not wait for the
-// teardown, nor the teardown for it; both end before RunThen returns. The
-// result's Timings.Teardown is not set yet when then runs.
-func (m *Manager) RunThen(ctx context.Context, sb *Sandbox, job Job, then func(*Result, error)) (*Result, error) {
+// teardownTimeout bounds the destruction of a sandbox after its job.
+const teardownTimeout = 30 * time.Second
+
+// Teardown is a sandbox being destroyed after its job.
+type Teardown struct {
+	res  *Result
+	done chan struct{}
+	took time.Duration
+}
+
+// Wait blocks until the sandbox is gone (at most teardownTimeout after its
+// job ended) and sets the result's Timings.Teardown. A nil Teardown, of a
+// sandbox never created, has nothing to wait for.
+func (t *Teardown) Wait() {
+	if t == nil {
+		return
+	}
+	<-t.done
+	t.res.Timings.Teardown = t.took
+}
+
+// Exec runs job in sb (a fresh sandbox when sb is nil) and returns its
+// result as soon as there is one, while the sandbox is being destroyed:
+// whatever the caller does with the result (checking, storing, reporting
+// it) does not wait for the teardown, nor the teardown for it. The caller
+// must Wait for the Teardown before it lets go of the job. A non-nil error
+// is an *Error whose Outcome classifies the failure; the Result is
+// returned either way, for its timings.
+func (m *Manager) Exec(ctx context.Context, sb *Sandbox, job Job) (*Result, *Teardown, error) {
 	res := &Result{ExitStatus: -1}
 	if sb == nil {
 		lim := job.Limits
@@ -259,18 +303,10 @@ func (m *Manager) RunThen(ctx context.Context, sb *Sandbox, job Job, then func(*
 		}
 		t0 := time.Now()
 		var err error
-		sb, err = m.Prepare(ctx, lim.WithDefaults())
+		sb, err = m.Prepare(ctx, lim)
 		res.Timings.Create = time.Since(t0)
 		if err != nil {
-			if o := ctxOutcome(ctx); o != "" {
-				err = fail(o, err, "the job ended before its sandbox was created")
-			} else {
-				err = fail(SandboxFailure, err, "creating the sandbox")
-			}
-			if then != nil {
-				then(res, err)
-			}
-			return res, err
+			return res, nil, setupFailure(ctx, err, "the job ended before its sandbox was created", "creating the sandbox")
 		}
 	}
 	res.SandboxID = sb.ID
@@ -279,26 +315,18 @@ func (m *Manager) RunThen(ctx context.Context, sb *Sandbox, job Job, then func(*
 	if err != nil {
 		log.Info("sandbox job failed", "outcome", OutcomeOf(err), "err", err)
 	}
-	// The teardown runs alongside then: neither waits for the other (a
-	// result that waits for Redis must not keep the sandbox alive).
-	var teardown time.Duration
-	destroyed := make(chan struct{})
+	td := &Teardown{res: res, done: make(chan struct{})}
 	go func() {
-		defer close(destroyed)
+		defer close(td.done)
 		t := time.Now()
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 		defer cancel()
 		if derr := sb.Destroy(cctx); derr != nil {
 			log.Error("destroying sandbox", "err", derr)
 		}
-		teardown = time.Since(t)
+		td.took = time.Since(t)
 	}()
-	if then != nil {
-		then(res, err)
-	}
-	<-destroyed
-	res.Timings.Teardown = teardown
-	return res, err
+	return res, td, err
 }
 
 // ctxOutcome tells a canceled job from a timed-out one by the context's
@@ -313,16 +341,28 @@ func ctxOutcome(ctx context.Context) Outcome {
 	return Canceled
 }
 
+// setupFailure classifies a sandbox that could not be created or started:
+// the job's own end if its context ended, else the sandbox's failure.
+func setupFailure(ctx context.Context, err error, ended, doing string) *Error {
+	if o := ctxOutcome(ctx); o != "" {
+		return fail(o, err, "%s", ended)
+	}
+	return fail(SandboxFailure, err, "%s", doing)
+}
+
+// runIn sends job to sb and waits for its response, the job's deadline or
+// its cancel, whichever comes first; classify says what that ending means.
 func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) error {
 	lim := sb.Limits
 	ctx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errTimeout)
 	defer cancel()
-	// Cleanup calls below run on contexts that survive the job's.
-	bg := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	}
 
 	req := job.Request
+	if b := req.Browser; b != nil && b.URL != "" && job.Broker == nil {
+		// Without a broker the page's first request would end the job
+		// as a broken sandbox; this is the host's setting, said so.
+		return &Error{Outcome: RenderFailed, Msg: "a page by URL needs the host's broker, which this host does not run (-remote-content)"}
+	}
 	// The agent is told the limits so an honest one can say output_limit
 	// itself; the host enforces lim whatever the agent does.
 	if req.MaxOutputBytes == 0 {
@@ -348,29 +388,46 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	// A pooled sandbox was started (or restored) before the job.
 	if sb.State() == StateCreated {
 		if err := sb.Start(ctx); err != nil {
-			if o := ctxOutcome(ctx); o != "" {
-				return fail(o, err, "the job ended while its sandbox started")
-			}
-			return fail(SandboxFailure, err, "starting the sandbox")
+			return setupFailure(ctx, err, "the job ended while its sandbox started", "starting the sandbox")
 		}
 	}
 	res.Timings.Start = time.Since(t)
 
 	t = time.Now()
-	// The pool's fills give way while this runs (quiet.go); for a
+	// The pool's fills give way while this runs (gate.go); for a
 	// sandbox from the pool, since the job took it.
 	if sb.rendered == nil {
 		sb.rendered = m.rendering()
 	}
 	rendered := sb.rendered
 	defer rendered()
+	e := m.exchange(ctx, sb, &req, input, job.Spool, job.Broker, func() {
+		rendered()
+		res.Timings.Render = time.Since(t)
+	})
+	if e.exited {
+		res.ExitStatus = e.exitStatus
+	}
+	if e.exchErr == nil {
+		res.Response = e.resp
+	}
+	return classify(e)
+}
+
+// exchange sends req to sb and reads its response, calling answered as
+// soon as it has one or the job ended; it kills the sandbox when the job
+// ends first, when the sandbox sends too much, and when its agent, without
+// answering, does not exit within waitGrace. What it saw is classify's to
+// judge.
+func (m *Manager) exchange(ctx context.Context, sb *Sandbox, req *wire.Request, input io.Reader, spool wire.Spool, broker wire.Broker, answered func()) ending {
+	lim := sb.Limits
 	type exchanged struct {
 		resp *wire.Response
 		err  error
 	}
 	exch := make(chan exchanged, 1)
 	go func() {
-		r, err := sb.Exchange(&req, input, job.Spool)
+		r, err := sb.ExchangeWith(req, input, spool, broker)
 		exch <- exchanged{r, err}
 	}()
 	type ended struct {
@@ -384,91 +441,48 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 		code, err := sb.Wait(wctx)
 		waited <- ended{code, err}
 	}()
-
 	kill := func() {
-		kctx, kcancel := bg()
+		// On a context that survives the job's.
+		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer kcancel()
 		_ = sb.Kill(kctx)
 	}
 
+	e := ending{limits: lim}
 	var ex exchanged
 	select {
 	case <-ctx.Done():
-		res.Timings.Render = time.Since(t)
+		answered()
 		kill()
-		o := ctxOutcome(ctx)
-		if o == Timeout {
-			return fail(Timeout, nil, "the renderer did not finish within %s", lim.Timeout)
-		}
-		return fail(Canceled, context.Cause(ctx), "the job was canceled")
+		e.ended, e.cause = ctxOutcome(ctx), context.Cause(ctx)
+		return e
 	case ex = <-exch:
 	}
-	rendered()
-	res.Timings.Render = time.Since(t)
-
+	answered()
+	e.resp, e.exchErr = ex.resp, ex.err
 	if errors.Is(ex.err, wire.ErrOutputLimit) {
 		kill()
-		return fail(OutputLimit, ex.err, "the sandbox sent more than %s or %d files", bytesize.String(lim.MaxOutputBytes), lim.MaxOutputFiles)
+		return e
 	}
 	// An agent that answered has nothing more to say: the sandbox is
-	// destroyed without waiting for it to exit (gVisor's teardown of the
-	// container took ≈ 40 ms of every job). One
-	// that did not answer is given a moment to exit, for its status.
-	exited := false
+	// destroyed without waiting for it to exit (docs/design.md, "A job's
+	// path"). One that did not answer is given a moment to exit, for its
+	// status.
 	if ex.err != nil {
 		select {
-		case e := <-waited:
-			if exited = e.err == nil; exited {
-				res.ExitStatus = e.code
+		case w := <-waited:
+			if e.exited = w.err == nil; e.exited {
+				e.exitStatus = w.code
 			} else {
-				ex.err = fmt.Errorf("%w; %w", ex.err, e.err)
+				e.exchErr = fmt.Errorf("%w; %w", ex.err, w.err)
 			}
 		case <-time.After(waitGrace):
 			kill()
 		}
+		e.stderr = sb.Stderr()
 	}
-	c := sb.counters()
-	if ex.err != nil {
-		switch {
-		case c.OOMKills > 0:
-			return fail(MemoryLimit, nil, "the sandbox went over its memory limit of %d MiB", lim.MemoryBytes>>20)
-		case c.PidsMax > 0:
-			return fail(RenderFailed, nil, "the sandbox hit its limit of %d processes and threads and died", lim.Pids)
-		case errors.Is(ex.err, wire.ErrProtocol):
-			// A sandbox that breaks the protocol is not trusted to say why.
-			return fail(RenderFailed, ex.err, "the sandbox answered with a malformed response")
-		case exited && !errors.Is(ex.err, ErrNotDelivered):
-			// The agent took the job and died with it, and gVisor lived
-			// to report its status: the job killed it, and would again.
-			return &Error{Outcome: RenderFailed, Stderr: tailOf(sb.Stderr(), 2048),
-				Msg: fmt.Sprintf("the sandbox's agent ended without answering (exit status %d)", res.ExitStatus), Err: ex.err}
-		}
-		return &Error{Outcome: SandboxFailure, Msg: "the sandbox ended without answering",
-			Err: fmt.Errorf("%w (exit status %d, stderr: %s)", ex.err, res.ExitStatus, tailOf(sb.Stderr(), 1024))}
-	}
-	res.Response = ex.resp
-	r := &ex.resp.Result // capped by Exchange (bound)
-	switch {
-	case r.OutputLimit:
-		return &Error{Outcome: OutputLimit, Msg: r.Error}
-	case c.OOMKills > 0:
-		// Only the memory cgroup's own count says the limit killed it.
-		return &Error{Outcome: MemoryLimit, Stderr: r.StderrTail,
-			Msg: fmt.Sprintf("the renderer was killed at %d MiB resident; the sandbox limit is %d MiB", r.MaxRSSKiB>>10, lim.MemoryBytes>>20)}
-	case r.Signal == int(syscall.SIGKILL):
-		// A SIGKILL the cgroup did not count: the renderer's own doing.
-		return &Error{Outcome: RenderFailed, Stderr: r.StderrTail,
-			Msg: fmt.Sprintf("the renderer was killed (SIGKILL) at %d MiB resident, not by the memory limit: %s", r.MaxRSSKiB>>10, tailOf(r.StderrTail, 512))}
-	case r.Signal != 0:
-		return &Error{Outcome: RenderFailed, Stderr: r.StderrTail,
-			Msg: fmt.Sprintf("the renderer died of signal %d: %s", r.Signal, tailOf(r.StderrTail, 512))}
-	case r.ExitCode != 0:
-		return &Error{Outcome: RenderFailed, Stderr: r.StderrTail,
-			Msg: fmt.Sprintf("the renderer exited with status %d: %s", r.ExitCode, tailOf(r.StderrTail, 512))}
-	case r.Error != "":
-		return &Error{Outcome: RenderFailed, Stderr: r.StderrTail, Msg: r.Error}
-	}
-	return nil
+	e.counters = sb.counters()
+	return e
 }
 
 // headOf is s cut to at most n bytes, on a rune boundary, marked "…" when

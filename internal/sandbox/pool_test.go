@@ -277,9 +277,9 @@ func TestRestoreImagesRotate(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
-		case e.Kind == "image":
+		case e.Kind == sandbox.PoolImage:
 			images++
-		case e.Kind == "fill" && e.Mode == sandbox.ModeRestored:
+		case e.Kind == sandbox.PoolFill && e.Mode == sandbox.ModeRestored:
 			restored++
 		}
 	}, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 1, Restore: true, ImageMaxRestores: 2})
@@ -313,7 +313,7 @@ func TestRestoresPickAmongImages(t *testing.T) {
 	lim := sandbox.Limits{Timeout: 30 * time.Second}
 	var made atomic.Int32
 	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
-		if e.Kind == "image" {
+		if e.Kind == sandbox.PoolImage {
 			made.Add(1)
 		}
 	}, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 1, Restore: true, Images: images, ImageMaxRestores: 100})
@@ -360,7 +360,7 @@ func TestImagesRetireByAge(t *testing.T) {
 	const maxAge = 4 * time.Second
 	var made atomic.Int32
 	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
-		if e.Kind == "image" {
+		if e.Kind == sandbox.PoolImage {
 			made.Add(1)
 		}
 	}, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 1, Restore: true, Images: 1, ImageMaxAge: maxAge, MaxIdle: time.Hour})
@@ -393,7 +393,7 @@ func TestRestoredSandboxSettlesBeforeItServes(t *testing.T) {
 		var mu sync.Mutex
 		var filled time.Time
 		p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
-			if e.Kind == "fill" {
+			if e.Kind == sandbox.PoolFill {
 				mu.Lock()
 				filled = time.Now()
 				mu.Unlock()
@@ -468,7 +468,7 @@ func TestQueuedJobsWaitWhileFillsLand(t *testing.T) {
 	var mu sync.Mutex
 	var fills []time.Time // when each fill landed
 	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
-		if e.Kind == "fill" {
+		if e.Kind == sandbox.PoolFill {
 			mu.Lock()
 			fills = append(fills, time.Now())
 			mu.Unlock()
@@ -521,69 +521,6 @@ func TestQueuedJobsWaitWhileFillsLand(t *testing.T) {
 	mu.Unlock()
 }
 
-// TestFillsGiveWayToRenders: while a family holds half its size ready, a
-// fill does not start while a job renders; below half, fills run whatever
-// renders.
-func TestFillsGiveWayToRenders(t *testing.T) {
-	t.Parallel()
-	m := testenv.Manager(t, sandbox.Config{})
-	lim := sandbox.Limits{Timeout: 30 * time.Second}
-	containers := func() int {
-		cs, err := m.Runsc().List(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(cs)
-	}
-	job := func(sb *sandbox.Sandbox) {
-		t.Helper()
-		if _, err := m.RunIn(context.Background(), sb, shJob("true", sb.Limits)); err != nil {
-			t.Fatalf("a job in a filled sandbox: %v", err)
-		}
-	}
-
-	// A job that took one of two: the fill waits for its render.
-	p := lightPool(t, m, 2, lim)
-	a := take(t, p, lim)
-	time.Sleep(time.Second)
-	if n := containers(); n != 2 {
-		t.Errorf("while a job holds its sandbox, %d containers, want 2: a fill started beside it", n)
-	}
-	job(a) // its render ends: the fill starts
-	waitReady(t, p, 2)
-
-	// Both taken: below half, the fill runs though two jobs hold theirs.
-	a, b := take(t, p, lim), take(t, p, lim)
-	waitReady(t, p, 1)
-	job(a)
-	job(b)
-}
-
-// A restored sandbox still settling is not part of the family's reserve:
-// while the one left is settling, the fill runs beside a render rather
-// than leave the cores to a job that waits for it. (Counted as ready, it
-// made jobs under load wait on settling sandboxes while the fills that
-// would have replaced them waited for the renders: 5–11% of both cores
-// idle through make bench's html-pdf throughput run.)
-func TestSettlingSandboxesAreNoReserve(t *testing.T) {
-	t.Parallel()
-	m := testenv.Manager(t, sandbox.Config{})
-	lim := sandbox.Limits{Timeout: 30 * time.Second}
-	p := testenv.Pool(t, m, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 2, Restore: true, Settle: time.Minute})
-	waitReady(t, p, 2)
-	// No FillWait: the job takes one unsettled; its render holds until
-	// the end of the test.
-	a, mode := p.Take(context.Background(), "light", lim)
-	if a == nil || mode != sandbox.ModeRestored {
-		t.Fatalf("Take = %v, %q; want a restored sandbox", a, mode)
-	}
-	t.Log("the family's one idle sandbox settles for a minute while a job renders: its fill must run beside the render")
-	t.Logf("refilled beside the render in %s", waitIdle(t, p, 2, 20*time.Second).Round(time.Millisecond))
-	if _, err := m.RunIn(context.Background(), a, shJob("true", lim)); err != nil {
-		t.Errorf("the job: %v", err)
-	}
-}
-
 // A template runs TemplateWait before it is checkpointed.
 func TestTemplateRunsBeforeItsCheckpoint(t *testing.T) {
 	t.Parallel()
@@ -592,7 +529,7 @@ func TestTemplateRunsBeforeItsCheckpoint(t *testing.T) {
 	const wait = 3 * time.Second
 	images := make(chan time.Duration, 4)
 	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
-		if e.Kind == "image" {
+		if e.Kind == sandbox.PoolImage {
 			images <- e.Duration
 		}
 	}, sandbox.PoolFamily{Name: "light", Limits: lim, Size: 1, Restore: true, TemplateWait: wait})

@@ -36,12 +36,16 @@ func (s State) String() string {
 
 // Sandbox is one single-use gVisor container. It serves exactly one request.
 type Sandbox struct {
-	ID     string
+	// ID names the container to runsc, its bundle and its cgroup.
+	ID string
+	// Limits are the sandbox's: those it was made with, or lower ones a
+	// job's take wrote into its cgroup (Lower).
 	Limits Limits
 
 	runsc  *Runsc
 	bundle string // bundle directory, removed by Destroy
 	cgroup string // cgroupsPath of the spec
+	noSwap bool   // the spec caps memory+swap at the memory limit
 
 	mu    sync.Mutex
 	state State
@@ -53,12 +57,12 @@ type Sandbox struct {
 	// The container's ends, closed once runsc create has handed them over.
 	childFiles []*os.File
 
-	// rendered ends the job's claim on the cores (quiet.go), from the
+	// rendered ends the job's count at the Manager's Gate, from the
 	// pool's Take or the render's start to the response; idempotent.
 	rendered func()
 
 	// The sandbox process's end, from the moment runsc handed it over
-	// (adopt.go).
+	// (adopt).
 	exit *exit
 
 	destroyOnce sync.Once
@@ -105,10 +109,10 @@ func writeBundle(dir string, o SpecOptions) error {
 	return nil
 }
 
-// create runs `runsc create` with fresh pipes as the container's stdio.
+// Create runs `runsc create` with fresh pipes as the container's stdio.
 // After it the sandbox exists (its Sentry and gofer are running) but the
 // agent has not started: this is the step a pool can take ahead of a job.
-func (s *Sandbox) create(ctx context.Context) error {
+func (s *Sandbox) Create(ctx context.Context) error {
 	if err := s.transition(StateCreated, StateNew); err != nil {
 		return err
 	}
@@ -183,8 +187,8 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	return s.runsc.Start(ctx, s.ID)
 }
 
-// alive reports whether a created or started sandbox has not ended.
-func (s *Sandbox) alive() bool {
+// Alive reports whether a created or started sandbox has not ended.
+func (s *Sandbox) Alive() bool {
 	if s.exit != nil {
 		select {
 		case <-s.exit.done:
@@ -201,7 +205,7 @@ func (s *Sandbox) alive() bool {
 var ErrNotDelivered = errors.New("the request did not reach the agent")
 
 // ErrGone means the sandbox ended without its container's exit status:
-// killed from outside, or gVisor itself failed (adopt.go).
+// killed from outside, or gVisor itself failed (see exit.status).
 var ErrGone = errors.New("the sandbox ended without its container's status")
 
 // Exchange sends the request and reads the response with the sandbox's
@@ -209,18 +213,30 @@ var ErrGone = errors.New("the sandbox ended without its container's status")
 // error wrapping wire.ErrOutputLimit as soon as the sandbox sends too much;
 // the caller then kills it.
 func (s *Sandbox) Exchange(req *wire.Request, input io.Reader, spool wire.Spool) (*wire.Response, error) {
+	return s.ExchangeWith(req, input, spool, nil)
+}
+
+// ExchangeWith is Exchange with a broker answering the agent's fetches
+// (a URL page's): the agent's stdin then stays open for the answers
+// until the response has been read.
+func (s *Sandbox) ExchangeWith(req *wire.Request, input io.Reader, spool wire.Spool, broker wire.Broker) (*wire.Response, error) {
 	if s.State() != StateRunning {
 		return nil, fmt.Errorf("sandbox %s: exchange in state %s", s.ID, s.State())
 	}
 	werr := make(chan error, 1)
 	go func() {
 		err := wire.WriteRequest(s.stdin, req, input)
-		s.stdin.Close()
+		if broker == nil {
+			s.stdin.Close()
+		}
 		werr <- err
 	}()
-	resp, err := wire.ReadResponseTo(s.stdout, wire.Limits{
-		MaxBytes: s.Limits.MaxOutputBytes, MaxFiles: s.Limits.MaxOutputFiles,
-	}, spool)
+	lim := wire.Limits{MaxBytes: s.Limits.MaxOutputBytes, MaxFiles: s.Limits.MaxOutputFiles}
+	if broker != nil {
+		lim.Broker, lim.Answers = broker, s.stdin
+		defer s.stdin.Close()
+	}
+	resp, err := wire.ReadResponseTo(s.stdout, lim, spool)
 	if err != nil {
 		// Did the agent take the job before it went? A write to a dead
 		// agent fails at once (EPIPE); one still blocked after its stdout
@@ -355,11 +371,11 @@ func (s *Sandbox) exists(ctx context.Context) bool {
 	return false
 }
 
-// restore makes the sandbox from a checkpoint image instead of creating and
-// starting it: `runsc restore` creates the container with fresh stdio and
-// the checkpointed agent resumes in it, reading the new stdin and writing
-// the new stdout.
-func (s *Sandbox) restore(ctx context.Context, imageDir string) error {
+// Restore makes a new sandbox from a checkpoint image instead of creating
+// and starting it: `runsc restore` creates the container with fresh stdio
+// and the checkpointed agent resumes in it, reading the new stdin and
+// writing the new stdout.
+func (s *Sandbox) Restore(ctx context.Context, imageDir string) error {
 	if err := s.transition(StateRunning, StateNew); err != nil {
 		return err
 	}
@@ -369,3 +385,34 @@ func (s *Sandbox) restore(ctx context.Context, imageDir string) error {
 	})
 	return err
 }
+
+// Checkpoint saves the running sandbox into the image directory dir, its
+// pages of zeroes left out, for Restore to make copies of it.
+func (s *Sandbox) Checkpoint(ctx context.Context, dir string) error {
+	return s.runsc.Checkpoint(ctx, s.ID, CheckpointOpts{ImagePath: dir, ExcludeZeroPages: true})
+}
+
+// ReadReady reads the Ready frame an agent started with wire.WarmArg
+// sends once its renderer is booted.
+func (s *Sandbox) ReadReady() (*wire.Ready, error) { return wire.ReadReady(s.stdout) }
+
+// Lower lowers the sandbox's cgroup limits (memory, CPU, pids) to lim's
+// and makes lim its Limits, for a job that takes a sandbox made with
+// higher ones. The limits the spec fixes (tmpfs, rlimits) stay: the
+// caller checks that lim keeps them and raises nothing.
+func (s *Sandbox) Lower(lim Limits) error {
+	if err := lowerCgroup(s.cgroup, lim, s.noSwap); err != nil {
+		return err
+	}
+	s.Limits = lim
+	return nil
+}
+
+// MemoryUsage returns the bytes the sandbox's memory cgroup charges now, 0
+// when it cannot be read.
+func (s *Sandbox) MemoryUsage() int64 { return memoryUsage(s.cgroup) }
+
+// CountRender counts the sandbox's job as rendering at g from now until
+// its answer arrives or the sandbox is destroyed: a job from the pool
+// counts from its take, so that fills give way to it at once.
+func (s *Sandbox) CountRender(g *Gate) { s.rendered = g.Enter() }

@@ -58,7 +58,7 @@ func TestIsolationFromInside(t *testing.T) {
 	t.Parallel()
 	m := testenv.Manager(t, sandbox.Config{})
 	canary := testenv.Canary(t, "127.0.0.1:0")
-	lim := sandbox.Limits{TmpBytes: 64 << 20}
+	lim := sandbox.Limits{TmpBytes: 64 << 20}.WithDefaults()
 	res, err := m.Run(context.Background(), sandbox.Job{
 		Request: wire.Request{Mode: wire.ModeProbe, Probe: &wire.ProbeRequest{
 			Dial:    []string{canary.Addr(), "127.0.0.1:22", "[::1]:80"},
@@ -151,7 +151,7 @@ func TestEscapeAttemptsFail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := sandbox.Limits{Pids: 256, TmpBytes: 64 << 20}
+	lim := sandbox.Limits{Pids: 256, TmpBytes: 64 << 20}.WithDefaults()
 	for _, c := range sandbox.CheckEscapes(res.Response.Result.Probe.Escapes, lim) {
 		if !c.Pass {
 			t.Errorf("%s: %s", c.Name, c.Detail)
@@ -533,48 +533,6 @@ func TestPreparedAheadOfTheJob(t *testing.T) {
 	}
 	if err := sb.Start(context.Background()); err == nil {
 		t.Error("Start after Destroy succeeded, want a state error")
-	}
-}
-
-func TestReapRemovesWhatACrashedWorkerLeft(t *testing.T) {
-	t.Parallel()
-	state := "/run/renderbox-test/reap-" + filepath.Base(t.TempDir())
-	cfg := sandbox.Config{StateDir: state, CgroupParent: "renderbox-test-reap-" + filepath.Base(state)}
-	crashed := testenv.Manager(t, cfg)
-	for i := 0; i < 2; i++ {
-		sb, err := crashed.Prepare(context.Background(), sandbox.Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			if err := sb.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// Not destroyed: the worker "crashed" here.
-	}
-	left, err := crashed.Leftovers(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(left) < 4 {
-		t.Fatalf("leftovers before reaping = %v, want 2 containers, 2 bundles and their cgroups", left)
-	}
-	successor, err := sandbox.NewManager(sandbox.Config{
-		Runsc: crashed.Runsc().Path, Rootfs: crashed.Config().Rootfs, StateDir: state, CgroupParent: cfg.CgroupParent,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := successor.Reap(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != 2 {
-		t.Errorf("reaped %d containers, want 2", n)
-	}
-	if left, _ := successor.Leftovers(context.Background()); len(left) != 0 {
-		t.Errorf("after reaping: %v", left)
 	}
 }
 

@@ -21,7 +21,7 @@ type Check struct {
 }
 
 // SelfTest runs the probe in real sandboxes with the manager's production
-// spec and checks every isolation property docs/security.md lists, from inside:
+// spec and checks every isolation property BuildSpec sets up, from inside:
 // in a cold sandbox, in one pre-booted by a pool and in one restored from a
 // checkpoint image. It also checks that a file or a process one pooled job
 // leaves is absent in the next job of the same pool. It opens a TCP
@@ -211,10 +211,10 @@ func (c *Canary) Hits() int64 { return c.hits.Load() }
 // Close stops listening.
 func (c *Canary) Close() error { return c.ln.Close() }
 
-// CheckProbe judges a probe report against the limits the sandbox ran with.
+// CheckProbe judges a probe report against the limits the sandbox ran with
+// (resolved, as Sandbox.Limits).
 // canaryHits is how many connections the host-side listener accepted.
 func CheckProbe(p *wire.ProbeReport, lim Limits, canaryHits int64) []Check {
-	lim = lim.WithDefaults()
 	var cs []Check
 	add := func(name string, pass bool, format string, args ...any) {
 		cs = append(cs, Check{Name: name, Pass: pass, Detail: fmt.Sprintf(format, args...)})

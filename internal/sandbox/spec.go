@@ -3,86 +3,16 @@ package sandbox
 import (
 	"fmt"
 	"path/filepath"
-	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// Limits bound one sandbox. The manager enforces Timeout and the output caps;
-// the rest go into the OCI spec as cgroup limits, rlimits and mount options.
-type Limits struct {
-	// Timeout is the wall time from start to result, enforced by the host
-	// (kill, then delete --force). Default 60s.
-	Timeout time.Duration
-	// MemoryBytes is the cgroup memory limit of the whole sandbox, the
-	// user-space kernel included. Default 1 GiB.
-	MemoryBytes int64
-	// CPUs is the CPU quota in cores. Default 1.
-	CPUs float64
-	// Pids is the cgroup pids limit. It counts the sandbox's host threads and
-	// processes (the Sentry's included), not only the renderer's. Default 512.
-	Pids int64
-	// TmpBytes caps the /tmp tmpfs, which holds the input, the scratch space
-	// and the outputs. Default 256 MiB.
-	TmpBytes int64
-	// MaxOutputBytes and MaxOutputFiles cap what is read back. Defaults
-	// 64 MiB and 1000 files.
-	MaxOutputBytes int64
-	MaxOutputFiles int
-	// NoFile is RLIMIT_NOFILE inside. Default 1024.
-	NoFile uint64
-	// NProc is RLIMIT_NPROC inside: the tasks (threads and processes) the
-	// renderer's uid may hold. gVisor enforces it with EAGAIN, a clean
-	// failure inside the sandbox; the host's pids limit, hit first, would
-	// end the whole sandbox instead. Default: what Pids leaves room for
-	// (see tasksFor).
-	NProc uint64
-}
-
-// WithDefaults fills zero fields with their defaults.
-func (l Limits) WithDefaults() Limits {
-	def := func(v *int64, d int64) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	if l.Timeout == 0 {
-		l.Timeout = 60 * time.Second
-	}
-	def(&l.MemoryBytes, 1<<30)
-	def(&l.Pids, 512)
-	def(&l.TmpBytes, 256<<20)
-	def(&l.MaxOutputBytes, 64<<20)
-	if l.CPUs == 0 {
-		l.CPUs = 1
-	}
-	if l.MaxOutputFiles == 0 {
-		l.MaxOutputFiles = 1000
-	}
-	if l.NoFile == 0 {
-		l.NoFile = 1024
-	}
-	if l.NProc == 0 {
-		l.NProc = tasksFor(l.Pids)
-	}
-	return l
-}
-
-// sentryTasks is what tasksFor leaves for the host tasks a sandbox holds
-// before its renderer starts any (the Sentry's threads, the gofer, the
-// agent): measured about 30, doubled for margin.
-const sentryTasks = 64
-
-// tasksFor is the largest RLIMIT_NPROC whose every task fits under a host
-// pids limit of pids: under systrap each sandboxed process costs two host
-// tasks (measured: 400 sleeping processes held 832), so a renderer that
-// exhausts its tasks hits EAGAIN before the host limit could end the
-// sandbox.
-func tasksFor(pids int64) uint64 {
-	return uint64(max(16, (pids-sentryTasks)/2))
-}
+// Limits bound one sandbox (jobspec.Limits: the catalogue names them
+// without linking this package).
+type Limits = jobspec.Limits
 
 // SpecOptions is everything BuildSpec needs.
 type SpecOptions struct {
@@ -91,7 +21,7 @@ type SpecOptions struct {
 	Args        []string // the agent's argv
 	UID, GID    uint32   // the agent's: non-root and not the renderer's (AgentUID)
 	CgroupsPath string   // where runsc puts this sandbox's cgroups
-	Limits      Limits
+	Limits      Limits   // resolved (Limits.WithDefaults)
 	// NoSwap caps the sandbox's memory+swap at its memory limit: no swap
 	// at all. Only where the kernel accounts swap to cgroups
 	// (SwapAccounting); runsc fails to create a sandbox otherwise.
@@ -99,7 +29,7 @@ type SpecOptions struct {
 }
 
 // AgentPath is where rootfs/build.sh installs the agent.
-const AgentPath = "/usr/local/bin/renderbox-agent"
+const AgentPath = jobspec.AgentPath
 
 // AgentUID and AgentGID are what the agent runs as: neither root nor the
 // renderer's (wire.RendererUID), so that a renderer cannot signal, trace or
@@ -127,8 +57,9 @@ const MaskFile = "/usr/share/renderbox/masked"
 // Sentry and gofer) before the worker, the API or Redis.
 const sandboxOOMScoreAdj = 1000
 
-// BuildSpec returns the hardened OCI spec of one sandbox (docs/design.md, "A job
-// in its sandbox"). Nothing in it comes from user input.
+// BuildSpec returns the hardened OCI spec of one sandbox
+// (TestBuildSpecIsHardened lists what it holds). Nothing in it comes from
+// user input.
 func BuildSpec(o SpecOptions) (*specs.Spec, error) {
 	if o.UID == 0 || o.GID == 0 || o.UID == wire.RendererUID || o.GID == wire.RendererGID {
 		return nil, fmt.Errorf("building spec: agent uid/gid %d/%d: neither root nor the renderer's (%d/%d)", o.UID, o.GID, wire.RendererUID, wire.RendererGID)
@@ -136,7 +67,7 @@ func BuildSpec(o SpecOptions) (*specs.Spec, error) {
 	if o.RootfsPath == "" || o.CgroupsPath == "" || len(o.Args) == 0 {
 		return nil, fmt.Errorf("building spec: rootfs, cgroups path and args are required")
 	}
-	l := o.Limits.WithDefaults()
+	l := o.Limits
 	period := uint64(100_000)
 	quota := int64(l.CPUs * float64(period))
 	mem := l.MemoryBytes

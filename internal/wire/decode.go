@@ -134,6 +134,9 @@ func ReadRequest(r io.Reader, dst io.Writer, maxInput int64) (*Request, error) {
 				(b.PDF == nil) == (b.Screenshot == nil) {
 				return nil, protoErr("browser request needs an absolute argv[0], a page under /tmp, an output name and exactly one of pdf or screenshot")
 			}
+			if b.URL != "" && !FetchableURL(b.URL) {
+				return nil, protoErr("browser request's url is not one")
+			}
 			if (b.Site != "" && !underTmp(b.Site)) || (b.PagePath != "" && !ValidSitePath(b.PagePath)) {
 				return nil, protoErr("browser request's site must be under /tmp and its page path a site path")
 			}
@@ -201,6 +204,11 @@ func WriteRequest(w io.Writer, req *Request, input io.Reader) error {
 type Limits struct {
 	MaxBytes int64 // total output bytes across files
 	MaxFiles int
+	// Broker, when set, answers the agent's fetches (TypeFetch frames),
+	// writing the answers to Answers (the agent's stdin); without it a
+	// fetch is a protocol violation.
+	Broker  Broker
+	Answers io.Writer
 }
 
 // File is an output file received from the sandbox. Data is nil for a file
@@ -264,6 +272,10 @@ func ReadResponseTo(r io.Reader, lim Limits, spool Spool) (*Response, error) {
 		return nil
 	}
 	seen := map[string]bool{}
+	var fetches *fetchServer
+	if lim.Broker != nil {
+		fetches = &fetchServer{b: lim.Broker, w: lim.Answers}
+	}
 	for {
 		typ, p, err := fr.Next()
 		if err != nil {
@@ -329,6 +341,13 @@ func ReadResponseTo(r io.Reader, lim Limits, spool Spool) (*Response, error) {
 				return nil, err
 			}
 			return resp, nil
+		case TypeFetch:
+			if fetches == nil {
+				return nil, protoErr("a fetch, and this job has no broker")
+			}
+			if err := fetches.serve(p); err != nil {
+				return nil, err
+			}
 		default:
 			return nil, protoErr("unexpected frame %q in a response", typ)
 		}

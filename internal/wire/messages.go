@@ -94,6 +94,10 @@ type Browser struct {
 	// PagePath is the page's own path on its origin ("" for "/"): a page
 	// from Site is served at its path there, so its relative links work.
 	PagePath string `json:"page_path,omitempty"`
+	// URL, when set, is what the page is: Chromium navigates to it, and
+	// it and every request the page makes are put to the host (TypeFetch),
+	// which fetches them or refuses; Page and Site are then unused.
+	URL string `json:"url,omitempty"`
 	// Wait says what to wait for between the page's load and its print.
 	Wait *Wait `json:"wait,omitempty"`
 	// OmitBackground prints or captures without the default white
@@ -108,12 +112,24 @@ type Browser struct {
 	FailOnConsoleError  bool `json:"fail_on_console_error,omitempty"`
 	// Media is the emulated CSS media type: "print", "screen" or "".
 	Media string `json:"media,omitempty"`
+	// MediaFeatures are emulated CSS media features
+	// (prefers-color-scheme: dark, …).
+	MediaFeatures []MediaFeature `json:"media_features,omitempty"`
+	// UserAgent, when set, is what the page sees as its User-Agent; the
+	// host sends it with a URL page's requests.
+	UserAgent string `json:"user_agent,omitempty"`
 	// JavaScript disabled when false.
 	JavaScript bool `json:"javascript"`
 	// Output is the file name written under OutputDir.
 	Output     string      `json:"output"`
 	PDF        *PDFOptions `json:"pdf,omitempty"`
 	Screenshot *Screenshot `json:"screenshot,omitempty"`
+}
+
+// MediaFeature is one emulated CSS media feature.
+type MediaFeature struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // Wait is what the agent waits for after the page's load event, all within

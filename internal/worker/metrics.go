@@ -69,22 +69,23 @@ func (m *Metrics) PoolEvent(e sandbox.PoolEvent) {
 	if m == nil {
 		return
 	}
+	kind := string(e.Kind)
 	switch e.Kind {
-	case "hit":
-		m.PoolTaken.WithLabelValues(e.Family, "hit", e.Mode, "").Inc()
-	case "miss":
-		m.PoolTaken.WithLabelValues(e.Family, "miss", "", e.Reason).Inc()
-	case "fill":
-		m.PoolEvents.WithLabelValues(e.Family, "fill", "").Inc()
+	case sandbox.PoolHit:
+		m.PoolTaken.WithLabelValues(e.Family, kind, e.Mode, "").Inc()
+	case sandbox.PoolMiss:
+		m.PoolTaken.WithLabelValues(e.Family, kind, "", e.Reason).Inc()
+	case sandbox.PoolFill:
+		m.PoolEvents.WithLabelValues(e.Family, kind, "").Inc()
 		m.PoolFill.WithLabelValues(e.Family, e.Mode).Observe(e.Duration.Seconds())
-	case "image":
-		m.PoolEvents.WithLabelValues(e.Family, "image", "").Inc()
-		m.PoolFill.WithLabelValues(e.Family, "image").Observe(e.Duration.Seconds())
-	case "fill_failed":
+	case sandbox.PoolImage:
+		m.PoolEvents.WithLabelValues(e.Family, kind, "").Inc()
+		m.PoolFill.WithLabelValues(e.Family, kind).Observe(e.Duration.Seconds())
+	case sandbox.PoolFillFailed:
 		// The reason is an error message: not a label.
-		m.PoolEvents.WithLabelValues(e.Family, "fill_failed", "").Inc()
+		m.PoolEvents.WithLabelValues(e.Family, kind, "").Inc()
 	default:
-		m.PoolEvents.WithLabelValues(e.Family, e.Kind, e.Reason).Inc()
+		m.PoolEvents.WithLabelValues(e.Family, kind, e.Reason).Inc()
 	}
 }
 

@@ -48,7 +48,9 @@ func TestRefusedOutputsAreNotStored(t *testing.T) {
 		{Name: "evil.html", Data: []byte("<script>steal()</script>")},
 	}}}
 	p := attempt{Payload: queue.Payload{JobID: "job-refused", Renderer: "html-pdf", Retention: time.Hour}, started: time.Now().Add(-time.Second).Round(0)}
-	err := h.report(ctx, h.Logger, p, r, res, sandbox.ModeCold, nil, time.Now(), nil)
+	ran := &Ran{Result: res, Mode: sandbox.ModeCold}
+	ran.check(h.Logger, r)
+	err := h.report(ctx, h.Logger, p, r, ran, time.Now(), nil)
 	if !errors.Is(err, asynq.SkipRetry) {
 		t.Errorf("report = %v, want a failure that is not retried", err)
 	}
@@ -88,7 +90,9 @@ func TestOutputNameRenamesAcceptedOutputs(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := attempt{Payload: queue.Payload{JobID: "job-named", Renderer: "pdf-png", Retention: time.Hour, OutputName: tc.name}}
-		err := h.report(ctx, h.Logger, p, r, res, sandbox.ModeCold, nil, time.Now(), nil)
+		ran := &Ran{Result: res, Mode: sandbox.ModeCold}
+		ran.check(h.Logger, r)
+		err := h.report(ctx, h.Logger, p, r, ran, time.Now(), nil)
 		if tc.state == "failed" != errors.Is(err, asynq.SkipRetry) {
 			t.Errorf("output_name %q: report = %v", tc.name, err)
 		}

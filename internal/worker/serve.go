@@ -51,6 +51,8 @@ type ServeConfig struct {
 	PollInterval time.Duration
 	// Pool configures the pre-booted sandboxes.
 	Pool PoolConfig
+	// Remote turns on the broker of URL pages.
+	Remote RemoteConfig
 }
 
 // DefaultMetricsAddr is where a worker serves /metrics unless told:
@@ -67,6 +69,7 @@ func (s *ServeConfig) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&s.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often to tell Redis this worker is alive (the API's -worker-heartbeat-timeout must be a few of these)")
 	fs.DurationVar(&s.PollInterval, "poll-interval", 25*time.Millisecond, "how often an idle worker asks Redis for a job: a new job waits about this long to start; each idle worker runs about 1/this dequeues a second on Redis")
 	s.Pool.Bind(fs)
+	s.Remote.Bind(fs)
 }
 
 // Serve runs the start-up checks, then takes jobs from the queue until
@@ -123,7 +126,11 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	metrics := NewMetrics(reg)
 	RegisterRootfs(reg, facts.Rootfs)
 	reg.MustRegister(buildinfo.Read().Collector())
-	h := &Handler{Manager: m, Queue: queue.New(rdb, 0), Logger: log, Name: s.Name, RootfsDigest: facts.Rootfs, Metrics: metrics}
+	fetcher, err := s.Remote.Fetcher(reg)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	h := &Handler{Manager: m, Queue: queue.New(rdb, 0), Logger: log, Name: s.Name, RootfsDigest: facts.Rootfs, Metrics: metrics, Fetcher: fetcher}
 	closePool, err := startPool(ctx, h, fams, reg)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

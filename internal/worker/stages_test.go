@@ -59,9 +59,9 @@ func TestSafePDFMalformedFramesFailTheJob(t *testing.T) {
 		plan.Job.Request.Steps, plan.Job.Input = tc.steps, bytes.NewReader(input)
 		p := attempt{Payload: queue.Payload{JobID: fmt.Sprintf("job-frames-%d", i), Renderer: "safe-pdf", Retention: time.Hour}}
 		var ret error
-		h.runStages(ctx, r, plan, input, func(res *sandbox.Result, mode string, runErr error, steps []queue.Step) {
-			ret = h.report(ctx, h.Logger, p, r, res, mode, runErr, time.Now(), steps)
-		})
+		ran := h.runner().Run(ctx, h.Logger, r, plan, input)
+		ret = h.report(ctx, h.Logger, p, r, ran, time.Now(), nil)
+		ran.Teardown()
 		if !errors.Is(ret, asynq.SkipRetry) {
 			t.Errorf("%s: report = %v, want a failure that is not retried", tc.name, ret)
 		}
@@ -146,9 +146,9 @@ func TestSafePDFFramesStayOffTheHeap(t *testing.T) {
 	}()
 	start := time.Now()
 	var ret error
-	h.runStages(ctx, r, plan, input, func(res *sandbox.Result, mode string, runErr error, steps []queue.Step) {
-		ret = h.report(ctx, h.Logger, p, r, res, mode, runErr, time.Now(), steps)
-	})
+	ran := h.runner().Run(ctx, h.Logger, r, plan, input)
+	ret = h.report(ctx, h.Logger, p, r, ran, time.Now(), nil)
+	ran.Teardown()
 	close(stop)
 	<-sampled
 	allocs1, _ := heapNow()

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/sandbox"
@@ -41,6 +41,9 @@ type Handler struct {
 	// Pool, if set, hands out pre-booted sandboxes; a job whose family has
 	// none ready runs in a cold one.
 	Pool *sandbox.Pool
+	// Fetcher, if set, fetches what URL pages ask for (RemoteConfig);
+	// without it a URL job fails.
+	Fetcher *fetch.Fetcher
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
@@ -224,22 +227,51 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 	plan.Job.Input = bytes.NewReader(input)
 	defer plan.Close()
+	var fetches *fetch.Session
+	endFetches := func() {}
+	if b := plan.Job.Request.Browser; b != nil && b.URL != "" {
+		if h.Fetcher == nil {
+			return h.end(ctx, log, p, "failed", "internal", "this worker does not fetch for URL pages; its operator turns that on with "+RemoteContentSetting)
+		}
+		fetches = h.Fetcher.Session()
+		// The fetches end with the run: none outlives its sandbox, whose
+		// own timeout ends a page that waits on them.
+		fctx, cancel := context.WithCancel(ctx)
+		endFetches = cancel
+		scope, header := plan.PageHeaders()
+		plan.Job.Broker = fetch.Broker{Ctx: fctx, Session: fetches, UserAgent: b.UserAgent, Scope: scope, Header: header}
+	}
 	start := time.Now()
 	done := h.Metrics.start(p.Accepted)
-	var ret error
-	// The result is stored and reported before the sandbox's teardown.
-	h.runStages(ctx, r, plan, input, func(res *sandbox.Result, mode string, runErr error, steps []queue.Step) {
-		ret = h.report(ctx, log, p, r, res, mode, runErr, start, steps)
-	})
+	ran := h.runner().Run(ctx, log, r, plan, input)
+	endFetches()
+	// Reported while the last sandbox is destroyed: a report that waits
+	// for Redis must not keep the sandbox alive, nor its teardown the report.
+	ret := h.report(ctx, log, p, r, ran, start, fetches)
+	ran.Teardown()
 	done()
 	return ret
 }
 
-// report stores a run's outputs and reports its result, and says what
-// asynq should do with the task.
-func (h *Handler) report(ctx context.Context, log *slog.Logger, p attempt, r *render.Renderer, res *sandbox.Result, mode string, runErr error, start time.Time, steps []queue.Step) error {
+// runner runs the handler's jobs on its manager and pool.
+func (h *Handler) runner() *Runner {
+	return &Runner{Manager: h.Manager, Pool: h.Pool, Metrics: h.Metrics, Logger: h.Logger}
+}
+
+// report stores a run's accepted outputs and reports its result, and says
+// what asynq should do with the task.
+func (h *Handler) report(ctx context.Context, log *slog.Logger, p attempt, r *render.Renderer, ran *Ran, start time.Time, fetches *fetch.Session) error {
+	res, mode, runErr, steps := ran.Result, ran.Mode, ran.Err, ran.Steps
 	outcome := sandbox.OutcomeOf(runErr)
 	diag := diagnosticsOf(res)
+	if fetches != nil {
+		if recs := fetches.Records(); len(recs) > 0 {
+			if diag == nil {
+				diag = &queue.Diagnostics{}
+			}
+			diag.Fetched = recs[:min(len(recs), maxFetchedRecords)]
+		}
+	}
 	if steps != nil {
 		if diag == nil {
 			diag = &queue.Diagnostics{}
@@ -254,19 +286,9 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p attempt, r *re
 
 	switch {
 	case runErr == nil:
-		// Only files the renderer makes, each what it claims to be; a
-		// sandbox that returns anything else was subverted or is broken,
-		// and nothing of it is stored.
-		accepted, err := r.AcceptOutputs(res.Response.Files)
-		if err != nil {
-			log.Warn("outputs refused", "err", err)
-			if diag != nil && len(diag.Steps) > 0 {
-				diag.Steps[len(diag.Steps)-1].Outcome = string(sandbox.RenderFailed)
-			}
-			return h.endWith(ctx, log, p, queue.Event{State: "failed", ErrorCode: string(sandbox.RenderFailed), ErrorMessage: err.Error(), SandboxMode: mode, Diagnostics: diag})
-		}
 		// Renamed on the host, once the renderer's own names passed.
-		if accepted, err = r.NameOutputs(accepted, p.OutputName); err != nil {
+		accepted, err := r.NameOutputs(ran.Outputs, p.OutputName)
+		if err != nil {
 			return h.endIn(ctx, log, p, "failed", "internal", "the queued job's "+err.Error(), mode)
 		}
 		var outs []queue.Output
@@ -301,6 +323,9 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p attempt, r *re
 	}
 }
 
+// maxFetchedRecords bounds the fetches a job's diagnostics list.
+const maxFetchedRecords = 100
+
 // diagnosticsOf is what the sandbox reported of the page, nil if nothing.
 func diagnosticsOf(res *sandbox.Result) *queue.Diagnostics {
 	if res == nil || res.Response == nil {
@@ -311,38 +336,6 @@ func diagnosticsOf(res *sandbox.Result) *queue.Diagnostics {
 		return nil
 	}
 	return &queue.Diagnostics{RefusedRequests: r.Blocked, MissingFiles: r.Missing, ConsoleErrors: r.ConsoleErrors}
-}
-
-// run runs the job in a sandbox from the pool when its family has one
-// ready, else in a cold one, and calls then with the result and the
-// sandbox's mode before the sandbox is torn down. input is what job.Input
-// reads, read again for a cold run after a pooled sandbox broke.
-func (h *Handler) run(ctx context.Context, renderer, family string, job sandbox.Job, input io.ReaderAt, then func(*sandbox.Result, string, error)) {
-	t := time.Now()
-	sb, mode := h.Pool.Take(ctx, family, job.Limits)
-	if h.Pool.Serves(family) {
-		h.Metrics.took(renderer, time.Since(t))
-	}
-	if sb != nil {
-		broken := false
-		res, err := h.Manager.RunThen(ctx, sb, job, func(res *sandbox.Result, err error) {
-			// A pool sandbox that broke (it died while idle, its restore
-			// went wrong) costs the job nothing: it runs again, cold.
-			if broken = sandbox.OutcomeOf(err) == sandbox.SandboxFailure && ctx.Err() == nil; !broken {
-				then(res, mode, err)
-			}
-		})
-		h.Metrics.teardown(renderer, res)
-		if !broken {
-			return
-		}
-		h.Logger.Warn("a pooled sandbox failed; running the job cold", "sandbox_id", res.SandboxID, "sandbox_mode", mode, "err", err)
-		job.Input = io.NewSectionReader(input, 0, job.Request.InputSize)
-	}
-	res, _ := h.Manager.RunThen(ctx, nil, job, func(res *sandbox.Result, err error) {
-		then(res, sandbox.ModeCold, err)
-	})
-	h.Metrics.teardown(renderer, res)
 }
 
 func lastAttempt(ctx context.Context) bool {

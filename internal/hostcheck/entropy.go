@@ -1,4 +1,4 @@
-package render
+package hostcheck
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/sandbox"
 )
 
@@ -21,19 +22,19 @@ document.title = "draws " + [Math.random(), Math.random()].map(x => x.toFixed(15
 
 var drawsTitle = regexp.MustCompile(`/Title \((draws [^)]*)\)`)
 
-// SelfTestEntropy checks, in real sandboxes, that nothing a page draws at
+// selfTestEntropy checks, in real sandboxes, that nothing a page draws at
 // random repeats from one job to the next: two html-pdf jobs with scripts
 // on, cold, then in two sandboxes pre-booted by a pool, then in two
 // restored from one checkpoint image. Each prints Math.random's first
 // draws and a crypto.randomUUID into its PDF; a mode passes when the two
 // jobs' differ (docs/security.md, "What restored sandboxes share").
-func SelfTestEntropy(ctx context.Context, m *sandbox.Manager) ([]sandbox.Check, error) {
-	r, err := Lookup("html-pdf")
+func selfTestEntropy(ctx context.Context, m *sandbox.Manager) ([]sandbox.Check, error) {
+	r, err := render.Lookup("html-pdf")
 	if err != nil {
 		return nil, err
 	}
 	var fam sandbox.PoolFamily
-	for _, f := range PoolFamilies() {
+	for _, f := range render.PoolFamilies() {
 		if f.Name == r.Family() {
 			fam = f
 		}
@@ -59,7 +60,7 @@ func SelfTestEntropy(ctx context.Context, m *sandbox.Manager) ([]sandbox.Check, 
 
 // entropyIn runs two jobs of drawsPage in sandboxes of mode (from pool,
 // or cold) and compares what they drew.
-func entropyIn(ctx context.Context, m *sandbox.Manager, r *Renderer, pool *sandbox.Pool, mode string) (c sandbox.Check, err error) {
+func entropyIn(ctx context.Context, m *sandbox.Manager, r *render.Renderer, pool *sandbox.Pool, mode string) (c sandbox.Check, err error) {
 	if pool != nil {
 		pctx, cancel := context.WithCancel(ctx)
 		pool.Start(pctx)
@@ -72,7 +73,7 @@ func entropyIn(ctx context.Context, m *sandbox.Manager, r *Renderer, pool *sandb
 	}
 	var draws [2]string
 	for i := range draws {
-		plan, err := r.Prepare(drawsPage, map[string]any{"javascript": true}, LimitRequest{})
+		plan, err := r.Prepare(drawsPage, map[string]any{"javascript": true}, render.LimitRequest{})
 		if err != nil {
 			return c, err
 		}

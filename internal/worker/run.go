@@ -1,0 +1,154 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/sandbox"
+)
+
+// Runner runs a job's plan: each stage in a sandbox from the pool when its
+// family has one ready, else in a cold one, the next stage built by the
+// host from what the last returned, and the last stage's files checked as
+// the renderer's outputs. The worker's jobs, `worker render` and the bench
+// all run through it (docs/design.md, "A job's path").
+type Runner struct {
+	Manager *sandbox.Manager
+	// Pool, if set, hands out pre-booted sandboxes.
+	Pool *sandbox.Pool
+	// Metrics, if set, observes the pool's takes and the teardowns.
+	Metrics *Metrics
+	Logger  *slog.Logger
+}
+
+// Ran is a plan that ran. Its last sandbox is still being destroyed: call
+// Teardown once the result is reported.
+type Ran struct {
+	// Result is the last stage's that ran; Mode how its sandbox was made.
+	Result *sandbox.Result
+	Mode   string
+	// Err is nil when every stage succeeded and the outputs passed their
+	// checks; else an *sandbox.Error whose Outcome is the job's.
+	Err error
+	// Outputs are the accepted outputs, in the renderer's names.
+	Outputs []render.Output
+	// Steps lists the stages that ran; nil for a renderer of one stage.
+	Steps []queue.Step
+
+	teardown func()
+}
+
+// Teardown waits for the last sandbox to be destroyed.
+func (ran *Ran) Teardown() {
+	if ran.teardown != nil {
+		ran.teardown()
+		ran.teardown = nil
+	}
+}
+
+// Run runs plan, whose first stage reads input, and checks what the last
+// stage made. A stage that failed, or whose files the host refused, ends
+// the run (render_failed; nothing of them is kept).
+func (x *Runner) Run(ctx context.Context, log *slog.Logger, r *render.Renderer, plan *render.Plan, input []byte) *Ran {
+	names := plan.Stages()
+	st := render.Stage{Name: names[0], Family: plan.FirstFamily(), Job: plan.Job, Input: bytes.NewReader(input)}
+	var steps []queue.Step
+	for i := 0; ; i++ {
+		t0 := time.Now()
+		ran := x.stage(ctx, r.Name, st)
+		if len(names) > 1 {
+			steps = append(steps, queue.Step{Name: st.Name, Outcome: string(sandbox.OutcomeOf(ran.Err)), SandboxMode: ran.Mode, Seconds: time.Since(t0).Seconds()})
+			ran.Steps, ran.Err = steps, stageErr(st.Name, ran.Err)
+		}
+		if ran.Err != nil {
+			return ran
+		}
+		if i == len(names)-1 {
+			ran.check(log, r)
+			return ran
+		}
+		// The files outlive the sandbox: they are the host's copy
+		// (safe-pdf's frames: their names, the bytes in its spool). The
+		// next stage starts once this one's sandbox is gone.
+		ran.Teardown()
+		next, err := plan.Next(i, ran.Result.Response.Files)
+		if err != nil {
+			// Refused files fail the job; the host's own trouble in
+			// keeping them (a full disk) is worth another attempt.
+			outcome := sandbox.RenderFailed
+			if !errors.Is(err, render.ErrBadOutput) {
+				outcome = sandbox.SandboxFailure
+			}
+			steps[len(steps)-1].Outcome = string(outcome)
+			ran.Err = &sandbox.Error{Outcome: outcome, Msg: "stage " + st.Name + ": " + err.Error()}
+			return ran
+		}
+		st = next
+	}
+}
+
+// check accepts the files of a run that succeeded as the renderer's
+// outputs: only files the renderer makes, each what it claims to be. A
+// sandbox that returns anything else was subverted or is broken, and
+// nothing of it is kept.
+func (ran *Ran) check(log *slog.Logger, r *render.Renderer) {
+	outs, err := r.AcceptOutputs(ran.Result.Response.Files)
+	if err != nil {
+		log.Warn("outputs refused", "err", err)
+		if len(ran.Steps) > 0 {
+			ran.Steps[len(ran.Steps)-1].Outcome = string(sandbox.RenderFailed)
+		}
+		ran.Err = &sandbox.Error{Outcome: sandbox.RenderFailed, Msg: err.Error()}
+		return
+	}
+	ran.Outputs = outs
+}
+
+// stage runs one stage in a sandbox from the pool when its family has one
+// ready, else in a cold one. A pooled sandbox that broke (it died while
+// idle, its restore went wrong) costs the job nothing: the stage runs
+// again, cold, once that sandbox is gone.
+func (x *Runner) stage(ctx context.Context, renderer string, st render.Stage) *Ran {
+	t := time.Now()
+	sb, mode := x.Pool.Take(ctx, st.Family, st.Job.Limits)
+	if x.Pool.Serves(st.Family) {
+		x.Metrics.took(renderer, time.Since(t))
+	}
+	job := st.Job
+	if sb != nil {
+		res, td, err := x.Manager.Exec(ctx, sb, job)
+		if sandbox.OutcomeOf(err) != sandbox.SandboxFailure || ctx.Err() != nil {
+			return x.ran(renderer, res, mode, td, err)
+		}
+		td.Wait()
+		x.Metrics.teardown(renderer, res)
+		x.Logger.Warn("a pooled sandbox failed; running the job cold", "sandbox_id", res.SandboxID, "sandbox_mode", mode, "err", err)
+		job.Input = io.NewSectionReader(st.Input, 0, job.Request.InputSize)
+	}
+	res, td, err := x.Manager.Exec(ctx, nil, job)
+	return x.ran(renderer, res, sandbox.ModeCold, td, err)
+}
+
+func (x *Runner) ran(renderer string, res *sandbox.Result, mode string, td *sandbox.Teardown, err error) *Ran {
+	return &Ran{Result: res, Mode: mode, Err: err, teardown: func() {
+		td.Wait()
+		x.Metrics.teardown(renderer, res)
+	}}
+}
+
+// stageErr names the stage in a failure's message.
+func stageErr(stage string, err error) error {
+	var se *sandbox.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	named := *se
+	named.Msg = "stage " + stage + ": " + se.Msg
+	return &named
+}
