@@ -12,9 +12,9 @@ import (
 
 // Every flag of worker serve (and of check, selftest, render and reap,
 // which take worker.Config's) has its RENDERBOX_ variable and its row in
-// the README's settings table, so the two cannot drift.
+// docs/settings.md, so the two cannot drift.
 func TestSettingsAreDocumented(t *testing.T) {
-	envflagtest.Check(t, envflagtest.Table(t, "../../README.md"), "worker", serveFlags(new(worker.Config), new(worker.ServeConfig)))
+	envflagtest.Check(t, envflagtest.Table(t, "../../docs/settings.md"), "worker", serveFlags(new(worker.Config), new(worker.ServeConfig)))
 }
 
 // The command line wins over a variable; a variable sets what the command
@@ -61,10 +61,10 @@ func TestSettingsFromTheEnvironment(t *testing.T) {
 	}
 }
 
-// Each flag's default is the one the README's settings table gives, so
+// Each flag's default is the one docs/settings.md gives, so
 // the two cannot drift now that the flag sets carry the defaults.
 func TestSettingsDefaultsAreDocumented(t *testing.T) {
-	rows := envflagtest.Table(t, "../../README.md")
+	rows := envflagtest.Table(t, "../../docs/settings.md")
 	serveFlags(new(worker.Config), new(worker.ServeConfig)).VisitAll(func(f *flag.Flag) {
 		for _, r := range rows {
 			if r.Of != "worker" || r.Flag != f.Name || f.DefValue == "" {
@@ -77,7 +77,7 @@ func TestSettingsDefaultsAreDocumented(t *testing.T) {
 				documented = err == nil && got == want
 			}
 			if !documented {
-				t.Errorf("README settings: -%s of worker defaults to %q, the flag to %q", f.Name, r.Default, f.DefValue)
+				t.Errorf("docs/settings.md: -%s of worker defaults to %q, the flag to %q", f.Name, r.Default, f.DefValue)
 			}
 		}
 	})

@@ -47,8 +47,8 @@ import (
 )
 
 // Config is the API's configuration. Flags map onto it in bind, and each
-// flag's RENDERBOX_* variable of the same name (envflag) in settle; the
-// README's "Settings" table lists them all.
+// flag's RENDERBOX_* variable of the same name (envflag) in settle;
+// docs/settings.md lists them all.
 type Config struct {
 	// Addr is the listen address. Default 127.0.0.1:8080. Env RENDERBOX_ADDR.
 	Addr string

@@ -112,7 +112,7 @@ func TestKeysOnPostgres(t *testing.T) {
 }
 
 // deploy/ is what an operator installs on an API replica of several
-// (README, "Several hosts"): the drop-in's command line and environment,
+// (docs/operations.md, "Several hosts"): the drop-in's command line and environment,
 // with api.env and renderbox.env, must give the API the shared ledger, the
 // replica's address, the webhook key handed over as a credential and
 // Redis with the password handed over as a credential, and nothing on the

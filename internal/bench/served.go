@@ -33,7 +33,7 @@ type servedOpts struct {
 }
 
 // servedLine is one renderer in one mode. The first eight fields are the
-// line the README's "Benchmarks" shows, in its order, so served lines
+// line docs/benchmarks.md shows, in its order, so served lines
 // compare across runs.
 type servedLine struct {
 	Bench       string  `json:"bench"`
@@ -78,7 +78,7 @@ type servedLine struct {
 }
 
 // servedInput is what each renderer renders in the served benchmark: the
-// documents the README's "Benchmarks" names, kept fixed so served lines
+// documents docs/benchmarks.md names, kept fixed so served lines
 // compare across runs. Other renderers use their entry in benchCases.
 func servedInput(renderer string) ([]byte, string, error) {
 	switch renderer {

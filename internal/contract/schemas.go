@@ -10,7 +10,7 @@ import (
 	"github.com/renderbox/renderbox/internal/render"
 )
 
-//go:generate go run ./cmd/renderer-schemas ../../openapi.yaml
+//go:generate go run ./cmd/renderer-schemas ../../openapi.yaml ../../docs/renderers.md
 
 // RegenerateCommand is what rewrites openapi.yaml's generated regions, run
 // from the repository's top directory.

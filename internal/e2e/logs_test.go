@@ -17,7 +17,7 @@ import (
 )
 
 // durationKey is a log key that names a duration; every such key must end
-// in _seconds (README, "Logs"), never carry a time.Duration, which slog's
+// in _seconds (docs/operations.md, "Logs"), never carry a time.Duration, which slog's
 // JSON writes as nanoseconds.
 var durationKey = regexp.MustCompile(`(?i)(duration|timeout|interval|elapsed|latency|took|wait|waited|delay|age|seconds)$`)
 

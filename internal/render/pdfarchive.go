@@ -43,7 +43,7 @@ func archiveSteps(in inputFile, v Values) ([]wire.Step, error) {
 
 func pdfArchive() *Renderer {
 	return pdfRenderer("pdf-archive",
-		"Convert a PDF to PDF/A-1b, 2b or 3b with Ghostscript's pdfwrite: fonts embedded, colours in sRGB with its output intent, XMP metadata declaring the part; what PDF/A forbids (JavaScript, annotations not printed, an owner password's encryption, and for PDF/A-1 transparency, whose pages become images) is dropped; a document that needs a password to open fails. Not validated by a PDF/A validator: see the README. Output: output.pdf.",
+		"Convert a PDF to PDF/A-1b, 2b or 3b with Ghostscript's pdfwrite: fonts embedded, colours in sRGB with its output intent, XMP metadata declaring the part; what PDF/A forbids (JavaScript, annotations not printed, an owner password's encryption, and for PDF/A-1 transparency, whose pages become images) is dropped; a document that needs a password to open fails. Not validated by a PDF/A validator: see docs/renderers.md. Output: output.pdf.",
 		[]Option{
 			enumOpt("conformance", "The PDF/A part and level: 1b (PDF 1.4, no transparency), 2b or 3b (PDF 1.7; 3b allows embedded files of any kind).", "2b", "1b", "2b", "3b"),
 		}, archiveSteps)

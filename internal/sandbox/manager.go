@@ -29,8 +29,8 @@ type Config struct {
 	// nested virtualisation).
 	Platform string
 	// SystrapFastPath keeps runsc's adaptive systrap fast path; off by
-	// default (Runsc.SystrapFastPath says why, README "Warm sandboxes" the
-	// figures).
+	// default (Runsc.SystrapFastPath says why, docs/pool.md "Systrap's fast
+	// path is off" the figures).
 	SystrapFastPath bool
 	// StateDir holds runsc's --root and the per-job bundles. It must be
 	// private to this manager: Reap deletes everything in it. Default
@@ -42,7 +42,7 @@ type Config struct {
 	// RootfsImage, if set, is an EROFS image of Rootfs (rootfs.MakeImage)
 	// that the Sentry mounts as the root: it reads the files from the
 	// image, handed to it read-only, instead of asking the gofer for each.
-	// Light jobs run 15–35% faster (README, "The rootfs image"). The
+	// Light jobs run 15–35% faster (docs/operations.md, "The rootfs image"). The
 	// caller verifies it (rootfs.VerifyImage) before any sandbox runs.
 	RootfsImage string
 	// CgroupParent is the cgroup under which each sandbox gets its own, as

@@ -36,7 +36,7 @@ type Runsc struct {
 }
 
 // globalArgs are the flags every call carries. They are the hardening that
-// DESIGN.md fixes: no network, an explicit platform, a private root, and
+// docs/security.md's threat model fixes: no network, an explicit platform, a private root, and
 // no direct host file access from the Sentry (--directfs=false: every file
 // of the rootfs is opened by the gofer, or read from the rootfs image the
 // Sentry was handed read-only, so a compromised Sentry holds no host file

@@ -26,8 +26,8 @@ const (
 
 // Config is the settings every worker command takes. Bind registers them
 // as flags; Settle applies each flag's RENDERBOX_* variable of the same
-// name (envflag), the command line winning. The README's "Settings"
-// table lists them all.
+// name (envflag), the command line winning. docs/settings.md
+// lists them all.
 type Config struct {
 	// Sandbox is the sandboxes' settings (runsc, platform, its fast path,
 	// state dir, cgroup parent), registered by sandbox.Config.Bind with

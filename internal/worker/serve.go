@@ -46,7 +46,7 @@ type ServeConfig struct {
 	HeartbeatInterval time.Duration
 	// PollInterval is how often an idle worker asks Redis for a job (asynq
 	// polls; it sleeps between a half and one and a half of this), so a
-	// new job waits about this long to start; the README's settings table
+	// new job waits about this long to start; docs/settings.md
 	// has what it costs idle. Default 25ms.
 	PollInterval time.Duration
 	// Pool configures the pre-booted sandboxes.

@@ -1,4 +1,4 @@
-// Package envflagtest keeps the README's table of settings true to the
+// Package envflagtest keeps docs/settings.md's table of settings true to the
 // flags the binaries define: a test of each binary hands it its flag sets.
 package envflagtest
 
@@ -11,24 +11,20 @@ import (
 	"github.com/renderbox/renderbox/internal/envflag"
 )
 
-// Row is one line of the README's settings table.
+// Row is one line of docs/settings.md's settings table.
 type Row struct {
 	Of, Flag, Var, Default, What string
 }
 
-// Table reads the table under the README's "## Settings" heading: rows of
-// | of | flag | variable | default | what |, code spans unwrapped.
-func Table(t testing.TB, readme string) []Row {
+// Table reads the settings table of the file at path (docs/settings.md):
+// rows of | of | flag | variable | default | what |, code spans unwrapped.
+func Table(t testing.TB, path string) []Row {
 	t.Helper()
-	b, err := os.ReadFile(readme)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## Settings\n")
-	if !ok {
-		t.Fatalf("%s has no \"## Settings\" section", readme)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
+	section := string(b)
 	var rows []Row
 	for _, line := range strings.Split(section, "\n") {
 		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
@@ -41,7 +37,7 @@ func Table(t testing.TB, readme string) []Row {
 		rows = append(rows, Row{Of: cells[0], Flag: strings.TrimPrefix(cells[1], "-"), Var: cells[2], Default: cells[3], What: cells[4]})
 	}
 	if len(rows) == 0 {
-		t.Fatalf("%s: no rows in the settings table", readme)
+		t.Fatalf("%s: no rows in the settings table", path)
 	}
 	return rows
 }
@@ -62,14 +58,14 @@ func Check(t testing.TB, rows []Row, binary string, fs *flag.FlagSet, skip ...st
 		for _, r := range rows {
 			if r.Flag == f.Name && strings.Contains(r.Of, binary) {
 				if r.Var != envflag.Var(f.Name) {
-					t.Errorf("README settings: -%s of %s names %s, want %s", f.Name, binary, r.Var, envflag.Var(f.Name))
+					t.Errorf("docs/settings.md: -%s of %s names %s, want %s", f.Name, binary, r.Var, envflag.Var(f.Name))
 				}
 				if r.What == "" {
-					t.Errorf("README settings: -%s of %s says nothing of what it does", f.Name, binary)
+					t.Errorf("docs/settings.md: -%s of %s says nothing of what it does", f.Name, binary)
 				}
 				return
 			}
 		}
-		t.Errorf("README settings: no row for -%s (%s) of %s: add | %s | `-%s` | `%s` | %s | %s |", f.Name, fs.Name(), binary, binary, f.Name, envflag.Var(f.Name), f.DefValue, f.Usage)
+		t.Errorf("docs/settings.md: no row for -%s (%s) of %s: add | %s | `-%s` | `%s` | %s | %s |", f.Name, fs.Name(), binary, binary, f.Name, envflag.Var(f.Name), f.DefValue, f.Usage)
 	})
 }
