@@ -130,7 +130,11 @@ func TestServeStartsAndStops(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	var logs testenv.Buffer
-	go func() { done <- serve(ctx, []string{"-addr", addr, "-redis", redis}, io.Discard, &logs) }()
+	// No metrics listener: 127.0.0.1:9090, its default, may be another
+	// API's on this host.
+	go func() {
+		done <- serve(ctx, []string{"-addr", addr, "-redis", redis, "-metrics-addr", ""}, io.Discard, &logs)
+	}()
 	// No worker runs here, so /readyz answers 503, but with its Redis
 	// and ledger checks passing.
 	testenv.Poll(t, "the api's /readyz finding Redis and the ledger", 30*time.Second, func() bool {
