@@ -466,7 +466,9 @@ func TestKilledWorkersJobIsFinishedByItsSuccessor(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	c := s.client
 	key := s.key("ivan")
-	_, j := submitJSON(t, c, key, "html-pdf", samples.HTML("Crash", "mid-render"), nil, "", nil)
+	// wait_delay keeps the page in its sandbox past the kill: a cold
+	// html-pdf on a quiet host ends in under a second (0.79 s measured).
+	_, j := submitJSON(t, c, key, "html-pdf", samples.HTML("Crash", "mid-render"), map[string]any{"wait_delay": 5}, "", nil)
 	waitFor(t, "the job to run", 60*time.Second, func() bool { return getJob(t, c, key, j.ID, "").State == "running" })
 	waitFor(t, "its sandbox to exist", 30*time.Second, func() bool { return runscList(t, s.workerSB) >= 1 })
 	time.Sleep(time.Second)                             // mid-render
