@@ -161,18 +161,7 @@ func TestCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli := func(env []string, args ...string) (stdout, stderr string, code int) {
-		cmd := exec.Command(filepath.Join(bins, "renderbox"), args...)
-		cmd.Env = append(os.Environ(), append([]string{"RENDERBOX_CONFIG=" + filepath.Join(dir, "none.json"), "RENDERBOX_SERVER=", "RENDERBOX_KEY="}, env...)...)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return o.String(), e.String(), code
+		return runCLI(t, append([]string{"RENDERBOX_CONFIG=" + filepath.Join(dir, "none.json"), "RENDERBOX_SERVER=", "RENDERBOX_KEY="}, env...), args...)
 	}
 	fromEnv := []string{"RENDERBOX_SERVER=" + s.base, "RENDERBOX_KEY=" + key}
 
@@ -258,4 +247,22 @@ func pngWidth(t *testing.T, b []byte) int {
 		t.Fatal(err)
 	}
 	return cfg.Width
+}
+
+// runCLI runs the built renderbox with args and env added to this
+// process's environment, and returns its output and exit code.
+func runCLI(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bins, "renderbox"), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
 }

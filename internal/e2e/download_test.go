@@ -3,13 +3,10 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,18 +114,7 @@ func TestDownloadFromEndToEnd(t *testing.T) {
 	// The CLI: -download-from renders the DOCX; the 60 MB file is refused
 	// at the bound, exit 4 with the server's reason.
 	cli := func(args ...string) (stdout, stderr string, code int) {
-		cmd := exec.Command(filepath.Join(bins, "renderbox"), args...)
-		cmd.Env = append(os.Environ(), "RENDERBOX_CONFIG="+filepath.Join(t.TempDir(), "none.json"), "RENDERBOX_SERVER="+s.base, "RENDERBOX_KEY="+key)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return o.String(), e.String(), code
+		return runCLI(t, []string{"RENDERBOX_CONFIG=" + filepath.Join(t.TempDir(), "none.json"), "RENDERBOX_SERVER=" + s.base, "RENDERBOX_KEY=" + key}, args...)
 	}
 	out := t.TempDir()
 	stdout, stderr, code := cli("render", "-r", "office-pdf", "-o", out, "-download-from", base+"/reports/harvest.docx")
