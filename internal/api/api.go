@@ -129,6 +129,10 @@ type Server struct {
 	// Build is what GET /version and renderbox_build_info report; the zero
 	// value means the running binary's own (buildinfo.Read).
 	Build buildinfo.Info
+	// LostAfter is how old a job still unfinished must be before the
+	// reconciler asks the queue whether it lost it (reconcile.go).
+	// Default 2 minutes.
+	LostAfter time.Duration
 
 	waiters      *waiters
 	waitPoll     time.Duration // ?wait= re-reads the ledger this often
@@ -151,6 +155,9 @@ func (s *Server) init() {
 	s.HTTP = s.HTTP.withDefaults(s.Limits.MaxWait)
 	if s.WorkerHeartbeatTimeout == 0 {
 		s.WorkerHeartbeatTimeout = 30 * time.Second
+	}
+	if s.LostAfter <= 0 {
+		s.LostAfter = defaultLostAfter
 	}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)

@@ -266,8 +266,18 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 			problem(w, http.StatusUnprocessableEntity, "idempotency_conflict", "this Idempotency-Key was used for a request with another "+what)
 			return
 		}
-		s.respondJob(w, r, job, wait, http.StatusOK)
-		return
+		lost, err := s.lostAtIntake(ctx, job)
+		if err != nil {
+			w.Header().Set("Retry-After", "5")
+			problem(w, http.StatusServiceUnavailable, "unavailable", "the queue is unreachable; retry later")
+			return
+		}
+		if !lost {
+			s.respondJob(w, r, job, wait, http.StatusOK)
+			return
+		}
+		// Queued now, and answered as its first request would have been.
+		s.reqLog(r).Warn("queueing a job its first request recorded and did not queue", "job_id", job.ID)
 	}
 	if err := s.enqueue(r, job, sub, plan); err != nil {
 		// The job was accepted into the ledger: it must still end.

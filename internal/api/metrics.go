@@ -29,6 +29,9 @@ type metrics struct {
 	deadLettered *prometheus.CounterVec
 	// fetches counts what download_from fetched and refused.
 	fetches *fetch.Metrics
+	// lost counts the jobs the reconciler ended because the queue lost
+	// them, by where the queue had them ("" nowhere, or archived).
+	lost *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry, q *queue.Queue, store ledger.Store, heartbeatTimeout time.Duration) *metrics {
@@ -52,7 +55,12 @@ func newMetrics(reg *prometheus.Registry, q *queue.Queue, store ledger.Store, he
 	}, []string{"reason"})
 	m.webhooks = newWebhookMetric(reg)
 	m.fetches = fetch.NewMetrics(reg)
-	reg.MustRegister(m.requests, m.accepted, m.finished, m.events, m.deadLettered,
+	m.lost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "renderbox_jobs_lost_total", Help: "Jobs failed by the reconciler because the queue no longer held them (queue=\"none\") or asynq archived their task with no result (queue=\"archived\").",
+	}, []string{"queue"})
+	m.lost.WithLabelValues("none")
+	m.lost.WithLabelValues("archived") // both served from the start, for the alert
+	reg.MustRegister(m.requests, m.accepted, m.finished, m.events, m.deadLettered, m.lost,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if q != nil {
 		reg.MustRegister(

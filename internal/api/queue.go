@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/renderbox/renderbox/internal/bytesize"
+	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 )
 
@@ -20,7 +21,8 @@ import (
 //     result event and otherwise four times a second;
 //   - jobs a dead dispatcher left half-moved are enqueued again
 //     (queue.Reclaim);
-//   - archived tasks past the retention are deleted (queue.DeleteExpired).
+//   - archived tasks past the retention are deleted (queue.DeleteExpired);
+//   - jobs the queue lost are failed (reconcile).
 func (s *Server) RunQueue(ctx context.Context) error {
 	s.setup()
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -29,7 +31,8 @@ func (s *Server) RunQueue(ctx context.Context) error {
 	// minute, so nothing outlives the retention by more than a tenth.
 	janitorEvery := min(time.Minute, s.Queue.Retention/10)
 	var slots int
-	var slotsAt, reclaimAt, janitorAt time.Time
+	var slotsAt, reclaimAt, janitorAt, reconcileAt time.Time
+	var walk ledger.JobMark
 	failing := false
 	for {
 		now := time.Now()
@@ -57,9 +60,14 @@ func (s *Server) RunQueue(ctx context.Context) error {
 				}
 			}
 		}
+		if err == nil && now.Sub(reconcileAt) >= s.reconcileEvery() {
+			if walk, err = s.reconcile(ctx, walk); err == nil {
+				reconcileAt = now
+			}
+		}
 		// Redis away: say so once, not four times a second.
 		if err != nil && !failing && ctx.Err() == nil {
-			s.Logger.Error("dispatching queued jobs", "err", err)
+			s.Logger.Error("queue upkeep (dispatching, reclaiming, expiring, reconciling)", "err", err)
 		}
 		failing = err != nil
 		select {

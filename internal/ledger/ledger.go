@@ -49,6 +49,13 @@ type Backlog struct {
 	WebhooksPending int
 }
 
+// JobMark is a place in the jobs' acceptance order: a job's CreatedAt and
+// ID.
+type JobMark struct {
+	CreatedAt time.Time
+	ID        string
+}
+
 // Store is the ledger's interface. Every method is safe for concurrent use.
 type Store interface {
 	// CreateKey makes a new API key named name and returns its secret,
@@ -105,6 +112,12 @@ type Store interface {
 	// Backlog says what waits: the oldest queued job and the webhooks
 	// not yet delivered or given up (for the operator's metrics).
 	Backlog(ctx context.Context) (Backlog, error)
+	// Unfinished returns up to limit jobs still queued or running that
+	// were accepted before before, oldest first, strictly after the job
+	// after (the last one of a previous call; the zero JobMark starts from
+	// the oldest). The API's reconciler walks it to find jobs the queue
+	// lost (Server.RunQueue).
+	Unfinished(ctx context.Context, after JobMark, before time.Time, limit int) ([]Job, error)
 
 	// Ping checks that the store answers (for /readyz).
 	Ping(ctx context.Context) error

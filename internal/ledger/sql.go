@@ -69,6 +69,33 @@ func (s *sqlStore) Backlog(ctx context.Context) (Backlog, error) {
 	return b, nil
 }
 
+// Unfinished returns the next jobs, oldest first, still queued or running
+// and accepted before before (see Store).
+func (s *sqlStore) Unfinished(ctx context.Context, after JobMark, before time.Time, limit int) ([]Job, error) {
+	if limit <= 0 || limit > MaxListLimit {
+		limit = MaxListLimit
+	}
+	rows, err := s.r.QueryContext(ctx, "SELECT "+jobColumns+" FROM jobs WHERE state IN "+live+
+		" AND created_at < $1 AND (created_at, id) > ($2, $3) ORDER BY created_at, id LIMIT $4",
+		toNanos(before), toNanos(after.CreatedAt), after.ID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished jobs: %w", err)
+	}
+	defer rows.Close()
+	var jobs []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("unfinished jobs: %w", err)
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("unfinished jobs: %w", err)
+	}
+	return jobs, nil
+}
+
 // Ping checks that the store answers.
 func (s *sqlStore) Ping(ctx context.Context) error {
 	if err := s.w.PingContext(ctx); err != nil {

@@ -5,6 +5,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -244,6 +245,66 @@ func TestBacklog(t *testing.T) {
 		}
 		if b, err = s.Backlog(ctx); err != nil || !b.OldestQueued.IsZero() || b.WebhooksPending != 0 {
 			t.Fatalf("backlog = %+v, %v; want none queued and no webhook pending", b, err)
+		}
+	})
+}
+
+// Unfinished walks the jobs still queued or running, oldest first, from
+// a mark, and only those accepted before the bound.
+func TestUnfinishedWalksOldestFirst(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s ledger.Store, dsn string) {
+		ctx := context.Background()
+		_, k := newKey(t, s, "unfinished")
+		var jobs []ledger.Job
+		for range 5 {
+			jobs = append(jobs, newJob(t, s, ledger.Job{Owner: k.ID}))
+			time.Sleep(2 * time.Millisecond) // distinct acceptance times
+		}
+		if _, err := s.MarkRunning(ctx, jobs[1].ID, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Finish(ctx, jobs[2].ID, ledger.FinishOptions{State: jobstate.Succeeded, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		ids := func(js []ledger.Job) []string {
+			var out []string
+			for _, j := range js {
+				out = append(out, j.ID)
+			}
+			return out
+		}
+		walk := func(after ledger.JobMark, before time.Time, limit int) []string {
+			t.Helper()
+			js, err := s.Unfinished(ctx, after, before, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ids(js)
+		}
+		later := time.Now().Add(time.Hour)
+		want := []string{jobs[0].ID, jobs[1].ID, jobs[3].ID, jobs[4].ID}
+		if got := walk(ledger.JobMark{}, later, 100); !slices.Equal(got, want) {
+			t.Errorf("all unfinished: %v, want %v", got, want)
+		}
+		if got := walk(ledger.JobMark{}, jobs[3].CreatedAt, 100); !slices.Equal(got, want[:2]) {
+			t.Errorf("accepted before the fourth: %v, want %v", got, want[:2])
+		}
+		// Two at a time, each from the last one's mark.
+		var got []string
+		mark := ledger.JobMark{}
+		for range 3 {
+			page, err := s.Unfinished(ctx, mark, later, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ids(page)...)
+			if len(page) > 0 {
+				mark = ledger.JobMark{CreatedAt: page[len(page)-1].CreatedAt, ID: page[len(page)-1].ID}
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("walked two at a time: %v, want %v", got, want)
 		}
 	})
 }
