@@ -51,7 +51,7 @@ func Main(name string, args []string) int {
 	heavyN := fs.Int("heavy-n", 3, "iterations for Chromium and LibreOffice renderers")
 	apiURL := fs.String("api", "", "with a running API and worker (make bench starts them): also measure end to end and intake")
 	key := fs.String("key", os.Getenv("RENDERBOX_KEY"), "API key for -api")
-	intake := fs.Int("intake", 200, "jobs submitted for the intake measurement")
+	intake := fs.Int("intake", 2000, "jobs submitted for the intake measurement (enough that the first burst does not dominate)")
 	only := fs.String("only", "", "run only this part: lifecycle, renderers, served or api")
 	renderers := fs.String("renderers", "", "renderers part: only these renderers (comma-separated; default all)")
 	mode := fs.String("mode", "cold", "served lines' mode: cold (the worker's pool is off) or warm (on; waits for it to fill)")
