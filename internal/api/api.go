@@ -208,6 +208,7 @@ func (s *Server) Handler() http.Handler {
 	getHead(bare, "/version", s.version)
 	getHead(bare, "/openapi.yaml", s.openapi)
 	getHead(bare, "/v1/renderers", s.renderers)
+	getHead(bare, "/v1/fonts", s.fonts)
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.limitKeyInFlight)
 		r.With(onlyQuery("wait")).Post("/v1/jobs", s.createJob)

@@ -187,6 +187,7 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 		defer close(beatsDone)
 		Heartbeat(hctx, h.Queue, info, s.HeartbeatInterval, log)
 	}()
+	go publishFonts(hctx, h.Queue, m.Config().Rootfs, facts.Rootfs, log)
 	// On every way out, not only a drain: a worker that fails after this
 	// point is not alive either.
 	defer func() { stopBeats(); <-beatsDone }()
