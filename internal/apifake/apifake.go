@@ -2,7 +2,9 @@
 // unit tests of package client and of the CLI: it answers with the API's
 // shapes (openapi.yaml) and the API's own catalogue (api.Catalogue), keeps
 // what it was sent, and can be told to refuse or to fail. Jobs render
-// nothing: each poll moves a job on (queued, running, then its end), and a
+// nothing: each poll moves a job on (queued, running, running in a
+// prebooted sandbox, then its end; a long poll, ?wait= over 1, to the
+// end at once), and a
 // succeeded job has one output of a few bytes. Tests of what the renderers
 // make run against the real stack (internal/e2e).
 package apifake
@@ -18,6 +20,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -283,12 +286,18 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j.polls++
+	if wait, _ := strconv.Atoi(r.URL.Query().Get("wait")); wait > 1 && j.polls < 3 {
+		// A long poll answers at the end, as the API's does.
+		j.polls = 3
+	}
 	switch j.polls {
 	case 1:
 		j.body["state"] = "running"
 		j.body["attempts"] = 1
 		j.body["started_at"] = time.Now().UTC().Format(time.RFC3339Nano)
 	case 2:
+		j.body["sandbox_mode"] = "prebooted" // the worker took its sandbox
+	case 3:
 		s.finish(j)
 	}
 	writeJSON(w, http.StatusOK, j.body)
@@ -296,7 +305,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) finish(j *job) {
 	j.body["finished_at"] = time.Now().UTC().Format(time.RFC3339Nano)
-	j.body["sandbox_mode"] = "prebooted" // known once a sandbox ran the job
+	j.body["sandbox_mode"] = "prebooted"
 	fail := s.Fail
 	if fail == nil {
 		fail = damagedPDF

@@ -79,8 +79,9 @@ func fileNames(s apifake.Submission) string {
 const sitePage = `<link rel="stylesheet" href="css/style.css"><h1>Hi</h1><img src="img/logo.png">`
 
 // The README's example: flags after the file work; the outputs land in
-// -o and their paths are printed; progress goes queued, running, then
-// succeeded with the sandbox's mode and the time taken.
+// -o and their paths are printed; progress goes queued, running, running
+// in its sandbox (its mode shown once taken), then succeeded, each with
+// the time taken.
 func TestFlagsAnywhere(t *testing.T) {
 	api := apifake.Start("rb_cli")
 	defer api.Close()
@@ -98,7 +99,7 @@ func TestFlagsAnywhere(t *testing.T) {
 	if fileNames(sub) != "report.html" || sub.Fields["options"] != `{"paper":"a4"}` || sub.Fields["output_name"] != "report" {
 		t.Errorf("sent %q %q", fileNames(sub), sub.Fields)
 	}
-	for _, want := range []string{": queued after ", ": running after ", ": succeeded (sandbox prebooted) after "} {
+	for _, want := range []string{": queued after ", ": running after ", ": running (pre-booted sandbox) after ", ": succeeded (pre-booted sandbox) after "} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("progress %q lacks %q", stderr, want)
 		}

@@ -429,3 +429,67 @@ func TestMarkQueued(t *testing.T) {
 		}
 	})
 }
+
+// The sandbox's mode is shown while the attempt runs, whatever order its
+// events are applied in and however often; a late one of an attempt given
+// back, superseded or ended changes nothing.
+func TestMarkSandbox(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s ledger.Store, dsn string) {
+		ctx := context.Background()
+		_, k := newKey(t, s, "sandbox mode")
+		t1 := time.Date(2025, 2, 1, 10, 0, 0, 0, time.UTC)
+		t2 := t1.Add(time.Minute)
+		type step struct {
+			event string // running, sandbox, queued (given back), succeeded
+			at    time.Time
+			mode  string
+			moved bool // what the Mark* call reports
+		}
+		for _, tc := range []struct {
+			name     string
+			steps    []step
+			state    jobstate.State
+			mode     string
+			attempts int
+		}{
+			{"in order", []step{{"running", t1, "", true}, {"sandbox", t1, "restored", true}}, jobstate.Running, "restored", 1},
+			{"delivered twice", []step{{"running", t1, "", true}, {"sandbox", t1, "cold", true}, {"sandbox", t1, "cold", false}, {"running", t1, "", false}}, jobstate.Running, "cold", 1},
+			{"the sandbox's event first", []step{{"sandbox", t1, "prebooted", true}, {"running", t1, "", false}}, jobstate.Running, "prebooted", 1},
+			{"a pooled sandbox failed, then cold", []step{{"running", t1, "", true}, {"sandbox", t1, "restored", true}, {"sandbox", t1, "cold", true}}, jobstate.Running, "cold", 1},
+			{"a retry's sandbox event first", []step{{"running", t1, "", true}, {"sandbox", t1, "cold", true}, {"sandbox", t2, "restored", true}, {"running", t2, "", false}}, jobstate.Running, "restored", 2},
+			{"a new attempt has no sandbox yet", []step{{"sandbox", t1, "cold", true}, {"running", t2, "", true}}, jobstate.Running, "", 2},
+			{"a late event of an earlier attempt", []step{{"running", t2, "", true}, {"sandbox", t2, "restored", true}, {"sandbox", t1, "cold", false}}, jobstate.Running, "restored", 1},
+			{"after the give-back", []step{{"running", t1, "", true}, {"sandbox", t1, "restored", true}, {"queued", t1, "", true}, {"sandbox", t1, "cold", false}}, jobstate.Queued, "", 1},
+			{"after the end", []step{{"running", t1, "", true}, {"succeeded", t1, "restored", true}, {"sandbox", t1, "cold", false}}, jobstate.Succeeded, "restored", 1},
+		} {
+			j := newJob(t, s, ledger.Job{Owner: k.ID})
+			for i, st := range tc.steps {
+				var moved bool
+				var err error
+				switch st.event {
+				case "running":
+					moved, err = s.MarkRunning(ctx, j.ID, st.at)
+				case "sandbox":
+					moved, err = s.MarkSandbox(ctx, j.ID, st.at, st.mode)
+				case "queued":
+					moved, err = s.MarkQueued(ctx, j.ID, st.at)
+				case "succeeded":
+					moved, err = s.Finish(ctx, j.ID, ledger.FinishOptions{State: jobstate.Succeeded, SandboxMode: st.mode, StartedAt: st.at})
+				}
+				if err != nil || moved != st.moved {
+					t.Errorf("%s: step %d (%s %s): got %v, %v; want %v", tc.name, i, st.event, st.mode, moved, err, st.moved)
+				}
+			}
+			if got := state(t, s, k.ID, j.ID); got.State != tc.state || got.SandboxMode != tc.mode || got.Attempts != tc.attempts {
+				t.Errorf("%s: got %s, mode %q, %d attempts; want %s, %q, %d", tc.name, got.State, got.SandboxMode, got.Attempts, tc.state, tc.mode, tc.attempts)
+			}
+		}
+		if _, err := s.MarkSandbox(ctx, "job_none", t1, "cold"); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("an unknown job: %v, want ErrNotFound", err)
+		}
+		if _, err := s.MarkSandbox(ctx, newJob(t, s, ledger.Job{Owner: k.ID}).ID, t1, ""); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("no mode: %v, want ErrInvalid", err)
+		}
+	})
+}
