@@ -323,21 +323,24 @@ func (s *Server) finish(j *job) {
 		"name": j.name, "media_type": "application/octet-stream", "size": len(j.output),
 		"sha256": hex.EncodeToString(sum[:]), "url": "/v1/jobs/" + j.body["id"].(string) + "/outputs/" + j.name,
 	}}
-	// A page's references to files the job does not have, as Chromium
-	// renderers report them.
+	// A page's references to files the job does not have, and to other
+	// origins, as Chromium renderers report them.
 	if len(j.sub.Files) > 0 && strings.HasSuffix(j.sub.Files[0].Name, ".html") {
 		have := map[string]bool{}
 		for _, f := range j.sub.Files {
 			have[f.Name] = true
 		}
-		var missing []string
+		var missing, refused []string
 		for _, m := range refs.FindAllStringSubmatch(string(j.sub.Files[0].Data), -1) {
-			if !strings.Contains(m[1], ":") && !have[m[1]] {
+			switch {
+			case strings.Contains(m[1], ":"):
+				refused = append(refused, m[1])
+			case !have[m[1]]:
 				missing = append(missing, "http://page.invalid/"+m[1])
 			}
 		}
-		if len(missing) > 0 {
-			j.body["diagnostics"] = map[string]any{"missing_files": missing}
+		if len(missing)+len(refused) > 0 {
+			j.body["diagnostics"] = map[string]any{"missing_files": missing, "refused_requests": refused}
 		}
 	}
 }

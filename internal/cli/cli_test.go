@@ -139,7 +139,8 @@ func TestHelp(t *testing.T) {
 }
 
 // Files keep the paths given; a directory goes as its tree, index.html
-// first; what the page misses is a warning, and an error with -strict.
+// first; what the page misses, and its requests refused, are warnings,
+// and an error with -strict.
 func TestFilesKeepTheirPaths(t *testing.T) {
 	api := apifake.Start("rb_cli")
 	defer api.Close()
@@ -166,6 +167,15 @@ func TestFilesKeepTheirPaths(t *testing.T) {
 	}
 	if _, stderr, code := cli(t, api, "render", "-strict", "-r", "html-pdf", "index.html", "-o", "../out"); code != ExitWarnings || !strings.Contains(stderr, "css/style.css") {
 		t.Errorf("-strict with missing files: exit %d %q, want %d", code, stderr, ExitWarnings)
+	}
+	// A request off the page's origin, refused: the same.
+	writeFiles(t, dir, map[string]string{"site/tracker.html": `<h1>Hi</h1><img src="https://tracker.example/p.gif">`})
+	_, stderr, code = cli(t, api, "render", "-r", "html-pdf", "tracker.html", "-o", "../out")
+	if code != 0 || !strings.Contains(stderr, "warning: the page's request for https://tracker.example/p.gif was refused") {
+		t.Errorf("a refused request: exit %d %q, want 0 with a warning naming it", code, stderr)
+	}
+	if _, stderr, code := cli(t, api, "render", "-strict", "-r", "html-pdf", "tracker.html", "-o", "../out"); code != ExitWarnings || !strings.Contains(stderr, "tracker.example") {
+		t.Errorf("-strict with a refused request: exit %d %q, want %d", code, stderr, ExitWarnings)
 	}
 }
 
