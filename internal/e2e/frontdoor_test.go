@@ -156,6 +156,7 @@ func TestCLISite(t *testing.T) {
 	// job is seen running in it, its mode named, before it succeeds.
 	running := regexp.MustCompile(`: running \((cold|pre-booted|restored) sandbox\) after \d+\.\ds\n`).FindStringIndex(stderr)
 	succeeded := regexp.MustCompile(`: succeeded \((cold|pre-booted|restored) sandbox\) after \d+\.\ds\n`).FindStringIndex(stderr)
+	t.Logf("renderbox render -r html-pdf site/ printed:\n%s", stderr)
 	if !strings.Contains(stderr, ": queued after") || running == nil || succeeded == nil || running[0] > succeeded[0] {
 		t.Errorf("progress %q: want queued, then running (MODE sandbox), then succeeded (MODE sandbox), each after its seconds", stderr)
 	}
