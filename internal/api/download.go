@@ -64,10 +64,6 @@ func (f *fetchSlots) give(key string) {
 	}
 }
 
-// RemoteContentSetting names the setting that turns download_from on, for
-// the refusal of a server without it.
-const RemoteContentSetting = "-remote-content (RENDERBOX_REMOTE_CONTENT)"
-
 // maxDownloads bounds download_from's entries.
 const maxDownloads = 64
 

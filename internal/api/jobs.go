@@ -200,7 +200,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	var fetched []fetch.Record
 	if sub.DownloadFrom != nil {
 		if !s.Remote.Enabled {
-			problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not fetch inputs from URLs (download_from); its operator turns that on with "+RemoteContentSetting)
+			problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not fetch inputs from URLs (download_from); its operator turns that on with "+fetch.Setting)
 			return
 		}
 		if !s.fetching.take(key.ID) {
@@ -229,7 +229,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if plan.InputType == render.TypeURL && !s.Remote.Enabled {
-		problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not render pages from URLs (url); its operator turns that on with "+RemoteContentSetting+" on the API and the workers")
+		problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not render pages from URLs (url); its operator turns that on with "+fetch.Setting+" on the API and the workers")
 		return
 	}
 	ctx := r.Context()
