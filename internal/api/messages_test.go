@@ -9,7 +9,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,15 +32,7 @@ type msgServer struct {
 
 func newMsgServer(t *testing.T) *msgServer {
 	t.Helper()
-	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	secret, k, err := store.CreateKey(context.Background(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, secret, k := keyedLedger(t)
 	srv := httptest.NewServer((&api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store}).Handler())
 	t.Cleanup(srv.Close)
 	return &msgServer{t: t, srv: srv, store: store, secret: secret, owner: k.ID}

@@ -38,15 +38,7 @@ func newKeyed(t *testing.T) *keyed { t.Helper(); return newKeyedWith(t, nil) }
 // newKeyedWith is newKeyed with the server's settings changed by set.
 func newKeyedWith(t *testing.T, set func(*api.Server)) *keyed {
 	t.Helper()
-	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	secret, k, err := store.CreateKey(context.Background(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, secret, k := keyedLedger(t)
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t, false)})
 	t.Cleanup(func() { rdb.Close() })
 	q := queue.New(rdb, 0)
@@ -57,6 +49,21 @@ func newKeyedWith(t *testing.T, set func(*api.Server)) *keyed {
 	srv := httptest.NewServer(as.Handler())
 	t.Cleanup(srv.Close)
 	return &keyed{t: t, srv: srv, ledger: store, queue: q, key: secret, owner: k.ID}
+}
+
+// keyedLedger opens a SQLite ledger for the test and makes a key in it.
+func keyedLedger(t testing.TB) (*ledger.SQLite, string, ledger.Key) {
+	t.Helper()
+	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	secret, k, err := store.CreateKey(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, secret, k
 }
 
 // answer is a response read whole, with its problem code if it is one.
