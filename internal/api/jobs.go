@@ -203,12 +203,12 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 			problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not fetch inputs from URLs (download_from); its operator turns that on with "+fetch.Setting)
 			return
 		}
-		if !s.fetching.take(key.ID) {
+		if !s.fetching.TryTake(key.ID) {
 			tooManyRequests(w, fmt.Sprintf("this key has %d submissions fetching their input already", s.Remote.MaxPerKey))
 			return
 		}
 		fetched, err = s.download(r.Context(), sub, rd)
-		s.fetching.give(key.ID)
+		s.fetching.Give(key.ID)
 		if err != nil {
 			downloadProblem(w, err, fetched)
 			return

@@ -112,9 +112,6 @@ type Config struct {
 	Remote fetch.Config
 	// RemoteTimeout bounds one job's fetches. Default 60s.
 	RemoteTimeout time.Duration
-	// RemoteMaxPerKey bounds the submissions one key has fetching at
-	// once (429 past it). Default 4.
-	RemoteMaxPerKey int
 	// Events: a result event this replica could not apply is retried, by
 	// any replica, after Events.RetryAfter (default 5s) and given up to
 	// the dead-letter stream after Events.MaxDeliveries (default 10).
@@ -156,7 +153,6 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
 	c.Remote.Bind(fs, "download_from")
 	fs.DurationVar(&c.RemoteTimeout, "remote-timeout", 60*time.Second, "bound on all of one job's download_from fetches")
-	fs.IntVar(&c.RemoteMaxPerKey, "remote-max-per-key", 4, "most submissions one key has fetching their download_from at once (429 past it)")
 	fs.DurationVar(&c.Events.RetryAfter, "event-retry-after", 5*time.Second, "a result event not applied (ledger error, unknown job, a replica that died) is retried by any replica after this")
 	fs.Int64Var(&c.Events.MaxDeliveries, "event-max-deliveries", 10, "a result event not applied after this many deliveries is moved to the dead-letter stream renderbox:events:dead")
 }
@@ -202,11 +198,11 @@ func (c Config) remote() (api.RemoteContent, error) {
 	if err := c.Remote.Validate(); err != nil {
 		return api.RemoteContent{}, fmt.Errorf("config: %w", err)
 	}
-	if c.RemoteTimeout < time.Second || c.RemoteMaxPerKey < 1 {
-		return api.RemoteContent{}, errors.New("config: -remote-max-per-key must be at least 1 and -remote-timeout at least 1s")
+	if c.RemoteTimeout < time.Second {
+		return api.RemoteContent{}, errors.New("config: -remote-timeout must be at least 1s")
 	}
 	p, _ := c.Remote.Policy()
-	return api.RemoteContent{Enabled: c.Remote.Enabled, Policy: p, Timeout: c.RemoteTimeout, MaxPerKey: c.RemoteMaxPerKey, Limits: c.Remote.Limits()}, nil
+	return api.RemoteContent{Enabled: c.Remote.Enabled, Policy: p, Timeout: c.RemoteTimeout, MaxPerKey: c.Remote.MaxPerKey, Limits: c.Remote.Limits()}, nil
 }
 
 // resolveDB settles DB after fs parsed the command line: -db-file's

@@ -29,11 +29,19 @@ type Config struct {
 	// (Limits). Defaults 500, 50 MiB and MaxBytes.
 	MaxRequests                int
 	MaxBytes, MaxResponseBytes int64
+	// MaxPerKey bounds one key's fetches in flight at once: on the API its
+	// submissions fetching download_from (429 past it; each fetches one
+	// URL at a time), on a worker its URL pages' requests across the
+	// worker's jobs (more wait, inside their job's timeout). Default 4.
+	MaxPerKey int
 }
 
 // Setting names the setting that turns fetching on, for the refusal of a
 // job that needs it on a server or worker without it.
 const Setting = "-remote-content (RENDERBOX_REMOTE_CONTENT)"
+
+// DefaultMaxPerKey is -remote-max-per-key's default.
+const DefaultMaxPerKey = 4
 
 // Bind registers the -remote-* flags. subject names, in their help, what
 // fetches on this binary: "download_from" on the API, "a URL page" on a
@@ -47,6 +55,7 @@ func (c *Config) Bind(fs *flag.FlagSet, subject string) {
 	fs.IntVar(&c.MaxRequests, "remote-max-requests", DefaultMaxRequests, "most requests "+subject+" makes in one job")
 	fs.Int64Var(&c.MaxBytes, "remote-max-bytes", DefaultMaxBytes, "most response bytes "+subject+" reads in one job")
 	fs.Int64Var(&c.MaxResponseBytes, "remote-max-response-bytes", 0, "most bytes of one response (default -remote-max-bytes; download_from's each also at most its renderer's input limit)")
+	fs.IntVar(&c.MaxPerKey, "remote-max-per-key", DefaultMaxPerKey, "most fetches one key has in flight at once: the API answers 429 past it, a worker's URL pages wait")
 }
 
 // Policy is the egress policy the lists make.
@@ -64,8 +73,8 @@ func (c Config) Validate() error {
 	if _, err := c.Policy(); err != nil {
 		return err
 	}
-	if c.MaxRequests < 1 || c.MaxBytes < 1 || c.MaxResponseBytes < 0 {
-		return errors.New("-remote-max-requests and -remote-max-bytes must be at least 1, -remote-max-response-bytes at least 0")
+	if c.MaxRequests < 1 || c.MaxBytes < 1 || c.MaxResponseBytes < 0 || c.MaxPerKey < 1 {
+		return errors.New("-remote-max-requests, -remote-max-bytes and -remote-max-per-key must be at least 1, -remote-max-response-bytes at least 0")
 	}
 	return nil
 }
@@ -84,5 +93,7 @@ func (c Config) Fetcher(reg prometheus.Registerer) (*Fetcher, error) {
 	if reg != nil {
 		m = NewMetrics(reg)
 	}
-	return New(&egress.Dialer{Policy: p}, c.Limits(), m), nil
+	f := New(&egress.Dialer{Policy: p}, c.Limits(), m)
+	f.perKey = NewKeySlots(c.MaxPerKey)
+	return f, nil
 }

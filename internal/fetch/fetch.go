@@ -125,6 +125,9 @@ type Fetcher struct {
 	policy  egress.Policy
 	limits  Limits
 	metrics *Metrics
+	// perKey, when set, bounds each key's fetches in flight across its
+	// sessions (SessionOf); they wait for a slot.
+	perKey *KeySlots
 }
 
 // New returns a Fetcher dialing through d, each job bounded by l; m may be
@@ -185,6 +188,7 @@ type Record struct {
 // Session is one job's fetches: its budget and its records.
 type Session struct {
 	f        *Fetcher
+	key      string
 	mu       sync.Mutex
 	requests int
 	bytes    int64
@@ -193,6 +197,10 @@ type Session struct {
 
 // Session starts a job's budget.
 func (f *Fetcher) Session() *Session { return &Session{f: f} }
+
+// SessionOf starts the budget of a job of key: its fetches also wait for
+// one of key's slots when the fetcher bounds keys (Config.MaxPerKey).
+func (f *Fetcher) SessionOf(key string) *Session { return &Session{f: f, key: key} }
 
 // Records are the fetches so far.
 func (s *Session) Records() []Record {
@@ -229,6 +237,15 @@ type Response struct {
 // read; its status is in Response and the error says it. Errors from w
 // are returned as they are.
 func (s *Session) Fetch(ctx context.Context, req Request, w io.Writer) (*Response, error) {
+	if slots := s.f.perKey; slots != nil {
+		// The wait is not the fetch's: its ms start once the slot is had.
+		if err := slots.Take(ctx, s.key); err != nil {
+			err = fmt.Errorf("waiting for one of its key's fetches to end: %s", deadlineWords(ctx))
+			s.refuse(Record{URL: Redact(req.URL), Error: err.Error()})
+			return nil, err
+		}
+		defer slots.Give(s.key)
+	}
 	start := time.Now()
 	rec := Record{URL: Redact(req.URL)}
 	f := &inFlight{s: s}

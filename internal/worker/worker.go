@@ -233,7 +233,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		if h.Fetcher == nil {
 			return h.end(ctx, log, p, "failed", "internal", "this worker does not fetch for URL pages; its operator turns that on with "+fetch.Setting)
 		}
-		fetches = h.Fetcher.Session()
+		fetches = h.Fetcher.SessionOf(p.Owner)
 		// The fetches end with the run: none outlives its sandbox, whose
 		// own timeout ends a page that waits on them.
 		fctx, cancel := context.WithCancel(ctx)
