@@ -57,10 +57,14 @@ body { margin: 0; } div, img, iframe { position: absolute; top: 0; width: 100px;
 		"/font.ttf":   {"font/ttf", string(font)},
 		"/scheme.html": {"text/html", `<!doctype html><style>body { margin: 0; background: rgb(255, 255, 255); }
 @media (prefers-color-scheme: dark) { body { background: rgb(0, 0, 0); } }</style><body></body>`},
-		"/big.html":     {"text/html", `<!doctype html><body><img src="/big.png"></body>`},
-		"/big.png":      {"image/png", strings.Repeat("x", 900_000)},
-		"/trickle.html": {"text/html", `<!doctype html><body><img src="/trickle.png"></body>`},
-		"/cookies.html": {"text/html", `<!doctype html><body><img src="` + third + `/pixel.png"></body>`},
+		"/big.html": {"text/html", `<!doctype html><body><img src="/big.png"></body>`},
+		"/twice.html": {"text/html", `<!doctype html><head><link rel="stylesheet" href="/style.css"><link rel="stylesheet" href="/style.css"></head>
+<body><img src="/green.png"><img src="/green.png"><script>document.body.appendChild(Object.assign(new Image(), {src: "/green.png"}));</script>
+<iframe src="/twice-frame.html"></iframe></body>`},
+		"/twice-frame.html": {"text/html", `<!doctype html><link rel="stylesheet" href="/style.css"><body><img src="/green.png"></body>`},
+		"/big.png":          {"image/png", strings.Repeat("x", 900_000)},
+		"/trickle.html":     {"text/html", `<!doctype html><body><img src="/trickle.png"></body>`},
+		"/cookies.html":     {"text/html", `<!doctype html><body><img src="` + third + `/pixel.png"></body>`},
 		"/refusals.html": {"text/html", `<!doctype html><body style="background:rgb(0,200,0)">
 <img src="file:///etc/passwd"><img src="` + canary + `/loopback.png"><img src="http://169.254.169.254/latest/meta-data/">
 <img src="/redirect.png"></body>`},
@@ -180,11 +184,12 @@ type urlJobView struct {
 		RefusedRequests []string `json:"refused_requests"`
 		MissingFiles    []string `json:"missing_files"`
 		Fetched         []struct {
-			URL     string `json:"url"`
-			Status  int    `json:"status"`
-			Bytes   int64  `json:"bytes"`
-			Ms      int64  `json:"ms"`
-			Refused string `json:"refused"`
+			URL       string `json:"url"`
+			Status    int    `json:"status"`
+			Bytes     int64  `json:"bytes"`
+			Ms        int64  `json:"ms"`
+			Refused   string `json:"refused"`
+			FromCache *bool  `json:"from_cache"`
 		} `json:"fetched"`
 	} `json:"diagnostics"`
 }
@@ -298,6 +303,31 @@ func TestURLPageEndToEnd(t *testing.T) {
 		}
 		if got := <-uaSeen; got != "/scheme.html renderbox-test/1" {
 			t.Errorf("the origin saw %q, want the job's user_agent", got)
+		}
+	})
+
+	t.Run("nothing is answered from a cache", func(t *testing.T) {
+		css, png := hits("/style.css"), hits("/green.png")
+		_, j := submitURL(t, c, key, "html-png", base+"/twice.html", map[string]any{"width": 100, "height": 100, "javascript": true})
+		if j.State != "succeeded" {
+			t.Fatalf("job %s %+v", j.State, j.Error)
+		}
+		// The page uses each asset three times and its iframe once more:
+		// one request per document, each reaching the origin through the
+		// host (no cache answers one: fetch.Record.FromCache).
+		if dc, dp := hits("/style.css")-css, hits("/green.png")-png; dc != 2 || dp != 2 {
+			t.Errorf("the origin served the stylesheet %d and the image %d times, want twice each (once a document)", dc, dp)
+		}
+		var listed []string
+		for _, f := range j.Diagnostics.Fetched {
+			listed = append(listed, f.URL[len(base):])
+			if f.FromCache == nil || *f.FromCache {
+				t.Errorf("a record says from_cache %v, want false: %+v", f.FromCache, f)
+			}
+		}
+		slices.Sort(listed)
+		if want := []string{"/green.png", "/green.png", "/style.css", "/style.css", "/twice-frame.html", "/twice.html"}; !slices.Equal(listed, want) {
+			t.Errorf("fetched %v, want %v", listed, want)
 		}
 	})
 

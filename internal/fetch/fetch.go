@@ -183,6 +183,16 @@ type Record struct {
 	Ms        int64    `json:"ms"`
 	Refused   string   `json:"refused,omitempty"` // the refusal's reason
 	Error     string   `json:"error,omitempty"`
+	// FromCache says whether a cache answered the request instead of
+	// its origin. It is false for every record, and recorded so that a
+	// reader need not guess: the host keeps no cache, and its answers to
+	// a page tell Chromium to store none of them (Cache-Control:
+	// no-store), so every request a URL page makes reaches the host and is
+	// a record here. A resource a page uses twice in one document is one
+	// request (Chromium reuses it without asking anyone); in another
+	// document (an iframe) it is asked for again (TestURLPageEndToEnd,
+	// "nothing is answered from a cache").
+	FromCache bool `json:"from_cache"`
 }
 
 // Session is one job's fetches: its budget and its records.
