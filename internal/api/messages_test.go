@@ -9,6 +9,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,21 @@ type msgServer struct {
 	store  ledger.Store
 	secret string
 	owner  string
+}
+
+// keyedLedger opens a SQLite ledger for the test and makes a key in it.
+func keyedLedger(t testing.TB) (*ledger.SQLite, string, ledger.Key) {
+	t.Helper()
+	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	secret, k, err := store.CreateKey(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, secret, k
 }
 
 func newMsgServer(t *testing.T) *msgServer {

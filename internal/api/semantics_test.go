@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,21 +48,6 @@ func newKeyedWith(t *testing.T, set func(*api.Server)) *keyed {
 	srv := httptest.NewServer(as.Handler())
 	t.Cleanup(srv.Close)
 	return &keyed{t: t, srv: srv, ledger: store, queue: q, key: secret, owner: k.ID}
-}
-
-// keyedLedger opens a SQLite ledger for the test and makes a key in it.
-func keyedLedger(t testing.TB) (*ledger.SQLite, string, ledger.Key) {
-	t.Helper()
-	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	secret, k, err := store.CreateKey(context.Background(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store, secret, k
 }
 
 // answer is a response read whole, with its problem code if it is one.

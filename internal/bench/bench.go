@@ -271,6 +271,7 @@ func benchCases() []benchCase {
 		{"pdf-watermark", "5-page PDF, a text under every page", samples.PDF("benchmark", 5), false},
 		{"pdf-stamp", "5-page PDF, a text over every page", samples.PDF("benchmark", 5), false},
 		{"pdf-archive", "5-page PDF to PDF/A-2b", samples.PDF("benchmark", 5), false},
+		{"pdf-optimize", "5-page PDF, images at 150 dpi", samples.PDF("benchmark", 5), false},
 	}
 }
 

@@ -408,7 +408,7 @@ func TestPDFOperationsOnBadInput(t *testing.T) {
 		corrupt[i] ^= 0x5a
 	}
 	opts := goodOptions
-	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive"} {
+	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive", "pdf-optimize"} {
 		r, _ := render.Lookup(name)
 		for _, bad := range [][]byte{samples.PNGHeader(8, 8), samples.HTML("x", "y"), nil} {
 			if _, err := r.Prepare(bad, opts[name], render.LimitRequest{}); !errors.Is(err, render.ErrUnsupportedInput) {

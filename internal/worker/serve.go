@@ -25,6 +25,7 @@ import (
 	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/hostcheck"
 	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/sandbox"
 )
 
@@ -54,6 +55,9 @@ type ServeConfig struct {
 	Pool PoolConfig
 	// Remote turns on the broker of URL pages.
 	Remote fetch.Config
+	// Ceilings are the renderers' limits of the operator's own
+	// (render.ParseCeilings), the API's.
+	Ceilings string
 }
 
 // DefaultMetricsAddr is where a worker serves /metrics unless told:
@@ -71,6 +75,7 @@ func (s *ServeConfig) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&s.PollInterval, "poll-interval", 25*time.Millisecond, "how often an idle worker asks Redis for a job: a new job waits about this long to start; each idle worker runs about 1/this dequeues a second on Redis")
 	s.Pool.Bind(fs)
 	s.Remote.Bind(fs, "a URL page")
+	fs.StringVar(&s.Ceilings, "ceilings", "", render.CeilingsUsage)
 }
 
 // Serve runs the start-up checks, then takes jobs from the queue until
@@ -87,6 +92,10 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	}
 	if s.PollInterval < 5*time.Millisecond || s.PollInterval > 5*time.Second {
 		return fmt.Errorf("serve: -poll-interval %s is outside 5ms to 5s (default 25ms)", s.PollInterval)
+	}
+	// Before anything reads the catalogue: the pool's families too.
+	if err := render.ApplyCeilings(s.Ceilings); err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	host, _ := os.Hostname()
 	if s.Name == "" {
