@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"archive/zip"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/renderbox/renderbox/internal/samples"
 )
 
 // pageOrigin serves a page that pulls a stylesheet, a web font, an image,
@@ -439,31 +440,15 @@ func TestURLPageCostPerSubresource(t *testing.T) {
 		t.Skip("a measurement: RENDERBOX_URL_FIGURES=1 runs it")
 	}
 	const n = 20
-	var page strings.Builder
-	page.WriteString(`<!doctype html><body style="margin:0">`)
+	site := samples.ImagePage(n)
 	files := map[string][]byte{}
-	for i := range n {
-		var b bytes.Buffer
-		img := image.NewRGBA(image.Rect(0, 0, 40, 40))
-		for j := range img.Pix {
-			img.Pix[j] = byte(i*10 + j%4)
-		}
-		_ = png.Encode(&b, img)
-		name := fmt.Sprintf("img%d.png", i)
-		files["/"+name] = b.Bytes()
-		fmt.Fprintf(&page, `<img src="%s">`, name)
+	for name, b := range site.Files {
+		files["/"+name] = b
 	}
-	files["/index.html"] = []byte(page.String())
 	base, _ := fileServer(t, "127.0.0.3", files, nil)
 	s := newStack(t, stackOpts{apiArgs: []string{"-remote-content"}, workerArgs: []string{"-remote-content", "-remote-allow", "127.0.0.3/32"}})
 	c, key := s.client, s.key("figures")
-	var zb bytes.Buffer
-	zw := zip.NewWriter(&zb)
-	for name, b := range files {
-		w, _ := zw.Create(strings.TrimPrefix(name, "/"))
-		_, _ = w.Write(b)
-	}
-	_ = zw.Close()
+	zipped := site.Zip()
 	runTime := func(id string) time.Duration {
 		var j struct {
 			StartedAt, FinishedAt time.Time
@@ -487,7 +472,7 @@ func TestURLPageCostPerSubresource(t *testing.T) {
 			t.Fatalf("url: %s %+v", j.State, j.Error)
 		}
 		byURL = append(byURL, runTime(j.ID))
-		r, jz := submitJSON(t, c, key, "html-png", zb.Bytes(), nil, "?wait=60", nil)
+		r, jz := submitJSON(t, c, key, "html-png", zipped, nil, "?wait=60", nil)
 		if r.Status >= 300 || jz.State != "succeeded" {
 			t.Fatalf("zip: %d %s", r.Status, r.Body)
 		}
