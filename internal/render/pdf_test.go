@@ -372,6 +372,28 @@ func TestPDFProtectAndUnlock(t *testing.T) {
 	if info := pdfInfo(t, m, out["output.pdf"]); !strings.Contains(info["Encrypted"], "print:no") || !strings.Contains(info["Encrypted"], "change:no") {
 		t.Errorf("owner password only: encrypted %q, want print:no change:no", info["Encrypted"])
 	}
+	// The narrower permissions: forms may be filled, nothing else; and
+	// allow_modify alone still governs the three when they are absent.
+	for _, tc := range []struct {
+		opts map[string]any
+		want []string
+	}{
+		{map[string]any{"allow_modify": false, "allow_fill_forms": true},
+			[]string{"modify document assembly: not allowed", "modify forms: allowed", "modify annotations: not allowed", "modify other: not allowed"}},
+		{map[string]any{"allow_assemble": false},
+			[]string{"modify document assembly: not allowed", "modify forms: allowed", "modify annotations: allowed", "modify other: allowed"}},
+		{map[string]any{"allow_modify": false},
+			[]string{"modify document assembly: not allowed", "modify forms: not allowed", "modify annotations: not allowed", "modify other: not allowed"}},
+	} {
+		tc.opts["owner_password"] = "o"
+		out, _ := renderOK(t, m, "pdf-protect", input, tc.opts)
+		enc, err := showEncryption(m, out["output.pdf"], "")
+		for _, w := range tc.want {
+			if err != nil || !strings.Contains(enc, w) {
+				t.Errorf("%v: qpdf --show-encryption %v\n%s\nwant %q", tc.opts, err, enc, w)
+			}
+		}
+	}
 	if meta := pdfMetadata(t, m, out["output.pdf"]); meta["encrypted"] != true || meta["pages"] != 2.0 {
 		t.Errorf("pdf-metadata of the protected PDF: %v, want encrypted, 2 pages", meta)
 	}
