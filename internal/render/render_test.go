@@ -94,8 +94,8 @@ var wrong = map[string][]byte{
 
 func TestEveryRendererRefusesBadRequestsBeforeAnySandbox(t *testing.T) {
 	t.Parallel()
-	if len(render.Names()) != 22 {
-		t.Errorf("the catalogue has %d renderers, want 22: %v", len(render.Names()), render.Names())
+	if len(render.Names()) != 23 {
+		t.Errorf("the catalogue has %d renderers, want 23: %v", len(render.Names()), render.Names())
 	}
 	for _, r := range render.All() {
 		in, ok := good[r.Name]
