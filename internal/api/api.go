@@ -143,7 +143,7 @@ type Server struct {
 	dispatchWake chan struct{}
 	memory       *memoryGuard
 	fetcher      *fetch.Fetcher
-	fetching     *fetchSlots
+	fetching     *fetch.KeySlots
 	once         sync.Once
 }
 
@@ -189,7 +189,7 @@ func (s *Server) init() {
 		if s.Remote.MaxPerKey <= 0 {
 			s.Remote.MaxPerKey = 4
 		}
-		s.fetching = &fetchSlots{n: map[string]int{}, max: s.Remote.MaxPerKey}
+		s.fetching = fetch.NewKeySlots(s.Remote.MaxPerKey)
 		s.fetcher = fetch.New(&egress.Dialer{Policy: s.Remote.Policy, Resolver: s.Remote.Resolver}, s.Remote.Limits, s.metrics.fetches)
 	}
 }

@@ -55,6 +55,26 @@ type corpusEnv struct {
 	Secret   string   // a marker in another tenant's job
 }
 
+// openCanaries opens a canary on each of addrs that can be listened on,
+// names them in env.Canaries, and draws env.Secret.
+func (env *corpusEnv) openCanaries(t *testing.T, addrs ...string) []*sandbox.Canary {
+	var canaries []*sandbox.Canary
+	for _, a := range addrs {
+		cn, err := sandbox.NewCanary(a)
+		if err != nil {
+			t.Logf("no canary on %s: %v", a, err)
+			continue
+		}
+		t.Cleanup(func() { cn.Close() })
+		canaries = append(canaries, cn)
+		env.Canaries = append(env.Canaries, cn.Addr())
+	}
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	env.Secret = "SECRET" + hex.EncodeToString(b)
+	return canaries
+}
+
 // loadCorpus reads testdata/hostile/corpus.json and its files.
 func loadCorpus(t *testing.T, env corpusEnv) []hostileCase {
 	dir := filepath.Join("..", "..", "testdata", "hostile")
@@ -262,23 +282,10 @@ func TestHostileCorpus(t *testing.T) {
 	key := s.key("mallory")
 	extractor := testenv.Manager(t, sandbox.Config{})
 
-	var canaries []*sandbox.Canary
 	env := corpusEnv{StateDir: s.workerSB.StateDir}
-	for _, a := range []string{"127.0.0.1:0", "127.0.0.2:0", "[::1]:0"} {
-		cn, err := sandbox.NewCanary(a)
-		if err != nil {
-			t.Logf("no canary on %s: %v", a, err)
-			continue
-		}
-		t.Cleanup(func() { cn.Close() })
-		canaries = append(canaries, cn)
-		env.Canaries = append(env.Canaries, cn.Addr())
-	}
+	canaries := env.openCanaries(t, "127.0.0.1:0", "127.0.0.2:0", "[::1]:0")
 	// Another tenant's job, running alongside, whose input the hostile
 	// pages try to read.
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	env.Secret = "SECRET" + hex.EncodeToString(b)
 	victimKey := s.key("victim")
 	_, victim := submitJSON(t, c, victimKey, "html-pdf", samples.HTML("Victim", env.Secret), nil, "", nil)
 

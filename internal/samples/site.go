@@ -92,3 +92,24 @@ h1.title { font-family: "Report Mono"; }
 		Order: []string{"index.html", "css/report.css", "js/chart.js", "img/red.png", "fonts/report.ttf"},
 	}
 }
+
+// ImagePage is a page of n distinct 40×40 PNG images, each its own file:
+// index.html first, then img0.png … The broker's cost is measured on it,
+// served by URL against the same files uploaded as a ZIP
+// (TestURLPageCostPerSubresource, make bench's url line).
+func ImagePage(n int) Site {
+	var page bytes.Buffer
+	page.WriteString(`<!doctype html><body style="margin:0">`)
+	s := Site{Files: map[string][]byte{}, Order: []string{"index.html"}}
+	for i := range n {
+		img := image.NewRGBA(image.Rect(0, 0, 40, 40))
+		for j := range img.Pix {
+			img.Pix[j] = byte(i*10 + j%4)
+		}
+		name := fmt.Sprintf("img%d.png", i)
+		s.Files[name], s.Order = PNG(img), append(s.Order, name)
+		fmt.Fprintf(&page, `<img src="%s">`, name)
+	}
+	s.Files["index.html"] = page.Bytes()
+	return s
+}

@@ -41,7 +41,7 @@ type Handler struct {
 	// Pool, if set, hands out pre-booted sandboxes; a job whose family has
 	// none ready runs in a cold one.
 	Pool *sandbox.Pool
-	// Fetcher, if set, fetches what URL pages ask for (RemoteConfig);
+	// Fetcher, if set, fetches what URL pages ask for (fetch.Config);
 	// without it a URL job fails.
 	Fetcher *fetch.Fetcher
 
@@ -246,9 +246,9 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	endFetches := func() {}
 	if b := plan.Job.Request.Browser; b != nil && b.URL != "" {
 		if h.Fetcher == nil {
-			return h.end(ctx, log, p, "failed", "internal", "this worker does not fetch for URL pages; its operator turns that on with "+RemoteContentSetting)
+			return h.end(ctx, log, p, "failed", "internal", "this worker does not fetch for URL pages; its operator turns that on with "+fetch.Setting)
 		}
-		fetches = h.Fetcher.Session()
+		fetches = h.Fetcher.SessionOf(p.Owner)
 		// The fetches end with the run: none outlives its sandbox, whose
 		// own timeout ends a page that waits on them.
 		fctx, cancel := context.WithCancel(ctx)
