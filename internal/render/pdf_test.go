@@ -113,6 +113,60 @@ func TestPDFMerge(t *testing.T) {
 	}
 }
 
+// pdf-merge's bookmarks: one per file on its first page, titled by its
+// file name or by the titles given, read back by qpdf as the outline.
+func TestPDFMergeBookmarks(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	input := storedZip(t, zip.Store,
+		[2][]byte{[]byte("cover.pdf"), samples.PDF("alpha", 2)},
+		[2][]byte{[]byte("parts/body.pdf"), samples.PDF("beta", 3)},
+		[2][]byte{[]byte("annex.pdf"), samples.PDF("gamma", 1)})
+	for _, tc := range []struct {
+		opts map[string]any
+		want string
+	}{
+		{map[string]any{"bookmarks": true}, "cover@1 body@3 annex@6"},
+		{map[string]any{"titles": "Cover\nThe report, part 1\nAnnexe — données"}, "Cover@1 The report, part 1@3 Annexe — données@6"},
+	} {
+		out, _ := renderOK(t, m, "pdf-merge", input, tc.opts)
+		pdf := out["output.pdf"]
+		if got := outlineOf(t, m, pdf); got != tc.want {
+			t.Errorf("%v: bookmarks %q, want %q", tc.opts, got, tc.want)
+		}
+		if n := pdfPages(t, m, pdf); n != 6 {
+			t.Errorf("%v: %d pages, want 6", tc.opts, n)
+		}
+	}
+	r, _ := render.Lookup("pdf-merge")
+	for _, bad := range []string{"one\ntwo", "a\n\nc", "a\tb\nc\nd"} {
+		if _, err := r.Prepare(input, map[string]any{"titles": bad}, render.LimitRequest{}); !errors.Is(err, render.ErrInvalidOptions) {
+			t.Errorf("titles %q: %v, want invalid options", bad, err)
+		}
+	}
+}
+
+// outlineOf is the document's top-level bookmarks as "title@page …", as
+// qpdf --json reads them.
+func outlineOf(t *testing.T, m *sandbox.Manager, pdf []byte) string {
+	t.Helper()
+	out := testenv.Tool(t, m, "qpdf", pdf, "--json", "--json-key=outlines")
+	var q struct {
+		Outlines []struct {
+			Title            string `json:"title"`
+			DestPageposfrom1 int    `json:"destpageposfrom1"`
+		} `json:"outlines"`
+	}
+	if err := json.Unmarshal([]byte(out), &q); err != nil {
+		t.Fatalf("qpdf --json: %v\n%.300s", err, out)
+	}
+	var items []string
+	for _, o := range q.Outlines {
+		items = append(items, fmt.Sprintf("%s@%d", o.Title, o.DestPageposfrom1))
+	}
+	return strings.Join(items, " ")
+}
+
 // Every input of pdf-merge is sniffed before a sandbox starts.
 func TestPDFMergeRefusesWhatIsNotAPDF(t *testing.T) {
 	t.Parallel()
