@@ -280,6 +280,7 @@ func benchCases() []benchCase {
 		{"pdf-stamp", "5-page PDF, a text over every page", samples.PDF("benchmark", 5), false},
 		{"pdf-archive", "5-page PDF to PDF/A-2b", samples.PDF("benchmark", 5), false},
 		{"pdf-optimize", "5-page PDF, images at 150 dpi", samples.PDF("benchmark", 5), false},
+		{"pdf-bookmarks", "5-page PDF, read", samples.PDF("benchmark", 5), false},
 	}
 }
 

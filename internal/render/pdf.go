@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/wire"
@@ -165,10 +164,8 @@ var titlesOpt = func() Option {
 			if strings.TrimSpace(t) == "" || len(t) > maxTitle {
 				return fmt.Errorf("title %d is blank or over %d bytes", i+1, maxTitle)
 			}
-			for _, r := range t {
-				if unicode.IsControl(r) || r == unicode.ReplacementChar {
-					return fmt.Errorf("title %d holds the control character %U", i+1, r)
-				}
+			if r, bad := controlIn(t); bad {
+				return fmt.Errorf("title %d holds the control character %U", i+1, r)
 			}
 		}
 		return nil

@@ -484,7 +484,7 @@ func TestPDFOperationsOnBadInput(t *testing.T) {
 		corrupt[i] ^= 0x5a
 	}
 	opts := goodOptions
-	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive", "pdf-optimize"} {
+	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive", "pdf-optimize", "pdf-bookmarks"} {
 		r, _ := render.Lookup(name)
 		for _, bad := range [][]byte{samples.PNGHeader(8, 8), samples.HTML("x", "y"), nil} {
 			if _, err := r.Prepare(bad, opts[name], render.LimitRequest{}); !errors.Is(err, render.ErrUnsupportedInput) {
@@ -505,6 +505,50 @@ func TestPDFOperationsOnBadInput(t *testing.T) {
 			default:
 				t.Errorf("%s of a %s PDF: %v, want success or render_failed", name, what, err)
 			}
+		}
+	}
+}
+
+// pdf-bookmarks writes an outline from JSON and reads it back the same,
+// nested; pdf-merge's bookmarks read as JSON; bad JSON is refused before
+// a sandbox, and a page past the end fails the job.
+func TestPDFBookmarks(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	input := samples.PDF("chapter", 4)
+	marks := `[{"title":"Introduction","page":1},{"title":"Méthodes","page":2,"children":[{"title":"Échantillons","page":3}]},{"title":"Annexe","page":4}]`
+	out, _ := renderOK(t, m, "pdf-bookmarks", input, map[string]any{"bookmarks": marks})
+	written := out["output.pdf"]
+	if got := pageTexts(t, m, written); !equal(got, labels("chapter", 1, 2, 3, 4)) {
+		t.Errorf("the pages after writing bookmarks say %q", got)
+	}
+	out, _ = renderOK(t, m, "pdf-bookmarks", written, nil)
+	var read struct {
+		Bookmarks json.RawMessage `json:"bookmarks"`
+	}
+	if err := json.Unmarshal(out["bookmarks.json"], &read); err != nil {
+		t.Fatalf("bookmarks.json: %v\n%s", err, out["bookmarks.json"])
+	}
+	var a, b any
+	_ = json.Unmarshal([]byte(marks), &a)
+	_ = json.Unmarshal(read.Bookmarks, &b)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("read back %s, want %s", read.Bookmarks, marks)
+	}
+	// None: an empty list.
+	out, _ = renderOK(t, m, "pdf-bookmarks", input, nil)
+	if got := strings.Join(strings.Fields(string(out["bookmarks.json"])), ""); got != `{"bookmarks":[]}` {
+		t.Errorf("a PDF without bookmarks: %s", out["bookmarks.json"])
+	}
+	e := sandboxErr(t, m, "pdf-bookmarks", input, map[string]any{"bookmarks": `[{"title":"Too far","page":9}]`})
+	if e.Outcome != sandbox.RenderFailed || !strings.Contains(e.Msg+e.Stderr, "page 9") {
+		t.Errorf("a page past the end: %s %q, want render_failed naming page 9", e.Outcome, e.Msg)
+	}
+	r, _ := render.Lookup("pdf-bookmarks")
+	deep := `[{"title":"1","page":1,"children":[{"title":"2","page":1,"children":[{"title":"3","page":1,"children":[{"title":"4","page":1,"children":[{"title":"5","page":1,"children":[{"title":"6","page":1,"children":[{"title":"7","page":1,"children":[{"title":"8","page":1,"children":[{"title":"9","page":1}]}]}]}]}]}]}]}]}]`
+	for _, bad := range []string{`{}`, `[]`, `[{"title":"","page":1}]`, `[{"title":"x","page":0}]`, `[{"title":"x","page":1,"url":"http://x"}]`, `[{"title":"a\tb","page":1}]`, deep, `[1] [2]`} {
+		if _, err := r.Prepare(input, map[string]any{"bookmarks": bad}, render.LimitRequest{}); !errors.Is(err, render.ErrInvalidOptions) {
+			t.Errorf("bookmarks %s: %v, want invalid options", bad, err)
 		}
 	}
 }
