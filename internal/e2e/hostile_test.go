@@ -249,6 +249,10 @@ func pdfOperationCases(t *testing.T) []hostileCase {
 		// fails the job or is repaired.
 		{name: "pdf-stamp with a corrupt pdf as its mark", renderer: "pdf-stamp", input: archive(0o644, [2][]byte{[]byte("doc.pdf"), pdf}, [2][]byte{[]byte("mark.pdf"), corrupt}),
 			want: []string{"succeeded", "failed:render_failed"}, door: door},
+		{name: "pdf-attach of a corrupt pdf", renderer: "pdf-attach", input: archive(0o644, [2][]byte{[]byte("doc.pdf"), corrupt}, [2][]byte{[]byte("data.xml"), []byte("<x/>")}),
+			want: []string{"succeeded", "failed:render_failed"}, door: door},
+		{name: "pdf-attach of a pdf with a truncated pdf to embed", renderer: "pdf-attach", input: archive(0o644, [2][]byte{[]byte("doc.pdf"), pdf}, [2][]byte{[]byte("other.pdf"), pdf[:len(pdf)/2]}),
+			want: []string{"succeeded"}, door: door},
 		{name: "pdf-watermark with a truncated pdf as its mark", renderer: "pdf-watermark", input: archive(0o644, [2][]byte{[]byte("doc.pdf"), pdf}, [2][]byte{[]byte("mark.pdf"), pdf[:len(pdf)/2]}),
 			want: []string{"succeeded", "failed:render_failed"}, door: door},
 	}

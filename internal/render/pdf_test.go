@@ -552,3 +552,60 @@ func TestPDFBookmarks(t *testing.T) {
 		}
 	}
 }
+
+// pdf-attach embeds each file under its name with its MIME type and the
+// relationship, listed in /AF; the document's pages stay; a job without
+// a file to embed, with a document that is no PDF, or with two files of
+// one name is refused before a sandbox.
+func TestPDFAttach(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	invoice := []byte(`<?xml version="1.0"?><Invoice><ID>2026-001</ID></Invoice>`)
+	input := storedZip(t, zip.Store,
+		[2][]byte{[]byte("invoice.pdf"), samples.PDF("invoice", 2)},
+		[2][]byte{[]byte("factur-x.xml"), invoice},
+		[2][]byte{[]byte("data/lines.csv"), []byte("item,qty\nbolt,4\n")})
+	out, _ := renderOK(t, m, "pdf-attach", input, map[string]any{"relationship": "Data", "description": "the invoice's data"})
+	pdf := out["output.pdf"]
+	if got := pageTexts(t, m, pdf); !equal(got, labels("invoice", 1, 2)) {
+		t.Errorf("the pages say %q", got)
+	}
+	list := testenv.Tool(t, m, "qpdf", pdf, "--list-attachments", "--verbose")
+	for _, want := range []string{"factur-x.xml", "text/xml", "lines.csv", "text/csv", "the invoice's data"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("qpdf --list-attachments lacks %q:\n%s", want, list)
+		}
+	}
+	if got, err := toolOn(m, pdf, "/usr/bin/qpdf", "--show-attachment=factur-x.xml", wire.InputDir+"/in.pdf"); err != nil || got != string(invoice) {
+		t.Errorf("the embedded XML: %v %q, want the file as sent", err, got)
+	}
+	var q struct {
+		QPDF []map[string]any `json:"qpdf"`
+	}
+	if err := json.Unmarshal([]byte(testenv.Tool(t, m, "qpdf", pdf, "--json=2", "--json-key=qpdf")), &q); err != nil || len(q.QPDF) != 2 {
+		t.Fatalf("qpdf --json: %v", err)
+	}
+	relations, af := 0, 0
+	for _, o := range q.QPDF[1] {
+		d, _ := o.(map[string]any)["value"].(map[string]any)
+		if d["/AFRelationship"] == "/Data" {
+			relations++
+		}
+		if list, ok := d["/AF"].([]any); ok && d["/Type"] == "/Catalog" {
+			af = len(list)
+		}
+	}
+	if relations != 2 || af != 2 {
+		t.Errorf("%d file specifications say /AFRelationship /Data and the catalogue's /AF lists %d; want 2 and 2", relations, af)
+	}
+	r, _ := render.Lookup("pdf-attach")
+	for name, bad := range map[string][]byte{
+		"the PDF alone":       storedZip(t, zip.Store, [2][]byte{[]byte("a.pdf"), samples.PDF("a", 1)}),
+		"no PDF first":        storedZip(t, zip.Store, [2][]byte{[]byte("a.xml"), invoice}, [2][]byte{[]byte("b.pdf"), samples.PDF("a", 1)}),
+		"two files, one name": storedZip(t, zip.Store, [2][]byte{[]byte("a.pdf"), samples.PDF("a", 1)}, [2][]byte{[]byte("x/d.xml"), invoice}, [2][]byte{[]byte("y/d.xml"), invoice}),
+	} {
+		if _, err := r.Prepare(bad, nil, render.LimitRequest{}); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -113,3 +113,28 @@ func ImagePage(n int) Site {
 	s.Files["index.html"] = page.Bytes()
 	return s
 }
+
+// StoredZip packs files (name, bytes), in order, as stored (uncompressed)
+// entries: what the API makes of several file parts.
+func StoredZip(files ...[2][]byte) []byte {
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for _, f := range files {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: string(f[0]), Method: zip.Store})
+		if err != nil {
+			panic(err)
+		}
+		_, _ = w.Write(f[1])
+	}
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+// AttachJob is pdf-attach's sample: a PDF of pages, then an XML file to
+// embed.
+func AttachJob(pages int) []byte {
+	return StoredZip([2][]byte{[]byte("doc.pdf"), PDF("attach", pages)},
+		[2][]byte{[]byte("data.xml"), []byte(`<?xml version="1.0"?><Data><ID>1</ID></Data>`)})
+}
