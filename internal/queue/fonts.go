@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -16,8 +15,9 @@ import (
 const (
 	fontsPrefix = prefix + "fonts:"
 	// FontsTTL is how long a tree's list outlives its workers' last
-	// publication; a worker publishes it every FontsTTL/6.
-	FontsTTL = time.Hour
+	// publication, as a worker's record does (under any -retention, so
+	// nothing outlives it); a worker publishes it every FontsTTL/5.
+	FontsTTL = WorkerRecordTTL
 )
 
 // PublishFonts records the font families of the rootfs tree digest.

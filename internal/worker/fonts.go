@@ -28,7 +28,7 @@ func treeFonts(tree string) ([]string, error) {
 }
 
 // publishFonts publishes the tree's font families under its digest now
-// and every FontsTTL/6 until ctx ends. A tree built before it listed
+// and every FontsTTL/5 until ctx ends. A tree built before it listed
 // them has nothing to publish; that is logged once.
 func publishFonts(ctx context.Context, q *queue.Queue, tree, digest string, log *slog.Logger) {
 	families, err := treeFonts(tree)
@@ -36,7 +36,7 @@ func publishFonts(ctx context.Context, q *queue.Queue, tree, digest string, log 
 		log.Warn("the rootfs lists no fonts; GET /v1/fonts cannot show them (rebuild it: make rootfs)", "err", err)
 		return
 	}
-	t := time.NewTicker(queue.FontsTTL / 6)
+	t := time.NewTicker(queue.FontsTTL / 5)
 	defer t.Stop()
 	for {
 		if err := q.PublishFonts(ctx, digest, families); err != nil && ctx.Err() == nil {
