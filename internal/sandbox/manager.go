@@ -104,6 +104,10 @@ type Manager struct {
 	// noSwap: the kernel accounts swap to cgroups, and every sandbox's
 	// memory+swap is capped at its memory limit (SpecOptions.NoSwap).
 	noSwap bool
+
+	// native: sandboxes are native processes without gVisor, the unsafe
+	// benchmark floor (UseUnsafeNative, native.go).
+	native bool
 }
 
 // NewManager locates runsc and prepares the state directory. It does not
@@ -187,6 +191,9 @@ func (m *Manager) NewSandbox(limits Limits, args []string) (*Sandbox, error) {
 		bundle: filepath.Join(m.cfg.StateDir, "bundles", id),
 		cgroup: "/" + m.cfg.CgroupParent + "/" + id,
 		noSwap: m.noSwap,
+	}
+	if m.native {
+		s.native = m.cfg.Rootfs
 	}
 	err := writeBundle(s.bundle, SpecOptions{
 		RootfsPath:  m.cfg.Rootfs,

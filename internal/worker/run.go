@@ -132,7 +132,11 @@ func (x *Runner) stage(ctx context.Context, renderer string, st render.Stage) *R
 		job.Input = io.NewSectionReader(st.Input, 0, job.Request.InputSize)
 	}
 	res, td, err := x.Manager.Exec(ctx, nil, job)
-	return x.ran(renderer, res, sandbox.ModeCold, td, err)
+	mode = sandbox.ModeCold
+	if x.Manager.Native() {
+		mode = sandbox.ModeNativeCold
+	}
+	return x.ran(renderer, res, mode, td, err)
 }
 
 func (x *Runner) ran(renderer string, res *sandbox.Result, mode string, td *sandbox.Teardown, err error) *Ran {

@@ -53,7 +53,16 @@ type ServeConfig struct {
 	Pool PoolConfig
 	// Remote turns on the broker of URL pages.
 	Remote RemoteConfig
+	// UnsafeNativeBench runs every job natively, WITHOUT gVisor: the same
+	// agent, renderers, pool and job path, as a benchmark floor
+	// (sandbox.Manager.UseUnsafeNative). Never for untrusted input
+	// (docs/security.md). Only the command line sets it: it has no
+	// variable, and `worker serve` refuses one. Default false.
+	UnsafeNativeBench bool
 }
+
+// UnsafeNativeFlag is the flag that turns on UnsafeNativeBench.
+const UnsafeNativeFlag = "unsafe-native-bench"
 
 // DefaultMetricsAddr is where a worker serves /metrics unless told:
 // loopback, beside the API's 127.0.0.1:9090.
@@ -70,6 +79,7 @@ func (s *ServeConfig) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&s.PollInterval, "poll-interval", 25*time.Millisecond, "how often an idle worker asks Redis for a job: a new job waits about this long to start; each idle worker runs about 1/this dequeues a second on Redis")
 	s.Pool.Bind(fs)
 	s.Remote.Bind(fs)
+	fs.BoolVar(&s.UnsafeNativeBench, UnsafeNativeFlag, false, "UNSAFE, benchmarks only: run jobs as native processes WITHOUT gVisor (make bench's native-warm floor); never for untrusted input")
 }
 
 // Serve runs the start-up checks, then takes jobs from the queue until
@@ -110,6 +120,11 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	m, facts, err := hostcheck.Preflight(ctx, c.Host(log), hostcheck.Log(log), fams != nil, true /* serving */)
 	if err != nil {
 		return err
+	}
+	if s.UnsafeNativeBench {
+		// After the checks: the host is still checked with real sandboxes.
+		m.UseUnsafeNative()
+		log.Warn("UNSAFE: -" + UnsafeNativeFlag + ": this worker renders WITHOUT gVisor, natively on the host kernel; a benchmark floor, never for untrusted input")
 	}
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
@@ -171,7 +186,8 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 		return fmt.Errorf("starting the queue consumer: %w", err)
 	}
 	info := queue.WorkerInfo{ID: workerID(), Name: s.Name, Host: host, RootfsDigest: facts.Rootfs,
-		RunscVersion: facts.Runsc, Concurrency: s.Concurrency, PoolFamilies: familyNames(fams), StartedAt: time.Now().UTC()}
+		RunscVersion: facts.Runsc, Concurrency: s.Concurrency, PoolFamilies: familyNames(fams), StartedAt: time.Now().UTC(),
+		UnsafeNativeBench: s.UnsafeNativeBench}
 	hctx, stopBeats := context.WithCancel(context.Background())
 	beatsDone := make(chan struct{})
 	go func() {
@@ -183,7 +199,7 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	defer func() { stopBeats(); <-beatsDone }()
 	log.Info("worker ready", "concurrency", s.Concurrency, "redis", redisShown, "worker_id", info.ID,
 		"rootfs_digest", info.RootfsDigest, "runsc_version", info.RunscVersion, "version", buildinfo.Read().Version,
-		"cgroup_parent", m.Config().CgroupParent)
+		"cgroup_parent", m.Config().CgroupParent, "unsafe_native_bench", s.UnsafeNativeBench)
 	<-ctx.Done()
 	// A draining worker takes no new jobs: it is no longer counted alive.
 	stopBeats()
