@@ -2,9 +2,10 @@
 # make bench: the sandbox lifecycle and every renderer against native runs,
 # then, with Redis, a worker and the API started here: the served lines
 # (html-pdf, office-pdf, pdf-png through the API) with the worker's pool
-# off, pdf-png end to end against the direct sandbox run, and API intake;
-# then the worker is restarted with its pool on and the served lines are
-# measured again (warm), with a warm/cold summary. JSON lines on stdout;
+# off and pdf-png end to end against the direct sandbox run; then, with the
+# worker stopped, API intake (the API's work alone, not the cores left over
+# by a worker rendering the jobs as they come); then a worker with its pool
+# on and the served lines measured again (warm), with a warm/cold summary. JSON lines on stdout;
 # also saved to out/bench.jsonl. Extra arguments go to both bin/bench runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,14 +23,20 @@ fi
 
 # Intake measures the API, not the per-key rate limit or the queue bound.
 # shellcheck source=scripts/stack.sh
-API_ARGS="-rate 1000000 -burst 1000000 -max-queue-depth 1000000" WORKER_ARGS="${cold_args[*]}" \
+API_ARGS="-rate 1000000 -burst 1000000 -max-queue-depth 1000000 -max-queued-per-key 1000000" WORKER_ARGS="${cold_args[*]}" \
   WORKER_METRICS=$metrics LOGS=out/bench-logs source scripts/stack.sh
-bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" -mode cold "$@" | tee out/bench.jsonl
+bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" -mode cold -intake 0 "$@" | tee out/bench.jsonl
+
+# Intake with no worker: the jobs wait, and are canceled afterwards.
+echo "stopping the worker to measure intake…"
+kill -TERM "$worker_pid" 2>/dev/null || true
+wait "$worker_pid" 2>/dev/null || true
+bin/bench -api "http://$addr" -key "$key" -only intake "$@" | tee -a out/bench.jsonl
 
 # Warm: the worker's default pool. Before each phase bin/bench polls the
 # worker's /metrics until every family's pool is full (renderbox_pool_idle
 # against renderbox_pool_size).
-echo "restarting the worker with its pool on…"
-stack_restart_worker "$logs/worker-warm.log"
+echo "starting the worker with its pool on…"
+stack_start_worker "$logs/worker-warm.log"
 bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" "$@" \
   -only served -mode warm -cold out/bench.jsonl | tee -a out/bench.jsonl

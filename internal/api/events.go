@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/ledger"
@@ -46,8 +47,19 @@ func (s *Server) RunEvents(ctx context.Context) error {
 			s.metrics.deadLettered.WithLabelValues(eventFailure(err)).Inc()
 		},
 	}
-	return s.Queue.Consume(ctx, eventGroup, host+"-"+strconv.Itoa(os.Getpid()), cfg, s.apply)
+	// A consumer of its own per RunEvents, even two in one process (the
+	// tests' replicas): the consumer leaves what it failed to the others
+	// for a while, and two replicas sharing a name would take turns
+	// failing and claiming an event one of them cannot apply.
+	name := host + "-" + strconv.Itoa(os.Getpid())
+	if n := consumers.Add(1); n > 1 {
+		name += "-" + strconv.FormatInt(n, 10)
+	}
+	return s.Queue.Consume(ctx, eventGroup, name, cfg, s.apply)
 }
+
+// consumers counts this process's RunEvents, to name each consumer.
+var consumers atomic.Int64
 
 // apply records ev in the ledger. It is idempotent — the ledger's updates
 // are conditional: a start already recorded, an end after an end, a start

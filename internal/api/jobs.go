@@ -233,15 +233,6 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if depth, err := s.Queue.Depth(ctx); err != nil {
-		w.Header().Set("Retry-After", "5")
-		problem(w, http.StatusServiceUnavailable, "unavailable", "the queue is unreachable; retry later")
-		return
-	} else if depth >= s.Limits.MaxQueueDepth {
-		w.Header().Set("Retry-After", "10")
-		problem(w, http.StatusServiceUnavailable, "queue_full", fmt.Sprintf("%d jobs are waiting; retry later", depth))
-		return
-	}
 	if !s.admit(w, r, key.ID, int64(len(sub.Input))) {
 		return
 	}
@@ -295,9 +286,6 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan *render.Plan) error {
 	ctx := r.Context()
 	s.memory.add(2*int64(len(sub.Input)) + jobOverhead)
-	if err := s.Queue.PutBlob(ctx, queue.InputKey(job.ID), sub.Input); err != nil {
-		return err
-	}
 	// An attempt may run the sandbox's whole time limit plus its set-up
 	// and tear-down; asynq's deadline stays outside the sandbox's.
 	timeout := plan.Limits.Timeout + 2*time.Minute
@@ -309,10 +297,10 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	// which could be any size (docs/security.md, "Request intake bounds").
 	// The job waits in its key's list; the dispatcher hands it to asynq in
 	// turn with other keys' jobs (see RunQueue).
-	err = s.Queue.Submit(ctx, queue.Payload{
+	err = s.Queue.SubmitInput(ctx, queue.Payload{
 		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: opts, Limits: job.Limits,
 		InputType: sub.InputType, OutputName: job.OutputName, Accepted: job.CreatedAt, RequestID: requestIDOf(r),
-	}, int64(len(sub.Input)), timeout, s.Limits.MaxRetry)
+	}, sub.Input, timeout, s.Limits.MaxRetry)
 	if err == nil {
 		s.wakeDispatcher()
 	}

@@ -31,7 +31,8 @@ type msgServer struct {
 	owner  string
 }
 
-func newMsgServer(t *testing.T) *msgServer {
+// keyedLedger opens a SQLite ledger for the test and makes a key in it.
+func keyedLedger(t testing.TB) (*ledger.SQLite, string, ledger.Key) {
 	t.Helper()
 	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
 	if err != nil {
@@ -42,6 +43,12 @@ func newMsgServer(t *testing.T) *msgServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return store, secret, k
+}
+
+func newMsgServer(t *testing.T) *msgServer {
+	t.Helper()
+	store, secret, k := keyedLedger(t)
 	srv := httptest.NewServer((&api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store}).Handler())
 	t.Cleanup(srv.Close)
 	return &msgServer{t: t, srv: srv, store: store, secret: secret, owner: k.ID}

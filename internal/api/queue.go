@@ -153,9 +153,9 @@ func (g *memoryGuard) add(n int64) {
 const jobOverhead = 4 << 10
 
 // admit refuses a job of size input bytes from key when Redis is near its
-// maxmemory (503 queue_full) or the key already has its share of the
-// queue waiting (429 key_queue_full); it answers the request itself and
-// returns false then.
+// maxmemory or the queue holds its most jobs (503 queue_full), or the key
+// already has its share of the queue waiting (429 key_queue_full); it
+// answers the request itself and returns false then.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, key string, size int64) bool {
 	full, used, mark, err := s.memory.full(r.Context())
 	if err != nil {
@@ -171,13 +171,18 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, key string, size 
 		problem(w, http.StatusServiceUnavailable, "queue_full", "the queue's storage is nearly full; retry later")
 		return false
 	}
-	jobs, bytes, err := s.Queue.Waiting(r.Context(), key)
+	load, err := s.Queue.Load(r.Context(), key)
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
 		problem(w, http.StatusServiceUnavailable, "unavailable", "the queue is unreachable; retry later")
 		return false
 	}
+	jobs, bytes := load.KeyJobs, load.KeyBytes
 	switch {
+	case load.Depth >= s.Limits.MaxQueueDepth:
+		w.Header().Set("Retry-After", "10")
+		problem(w, http.StatusServiceUnavailable, "queue_full", fmt.Sprintf("%d jobs are waiting; retry later", load.Depth))
+		return false
 	case jobs >= s.Limits.MaxQueuedPerKey:
 		w.Header().Set("Retry-After", "10")
 		problem(w, http.StatusTooManyRequests, "key_queue_full", fmt.Sprintf("this key already has %d jobs waiting, its most; retry when some have started", jobs))

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,15 +37,7 @@ func newKeyed(t *testing.T) *keyed { t.Helper(); return newKeyedWith(t, nil) }
 // newKeyedWith is newKeyed with the server's settings changed by set.
 func newKeyedWith(t *testing.T, set func(*api.Server)) *keyed {
 	t.Helper()
-	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	secret, k, err := store.CreateKey(context.Background(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, secret, k := keyedLedger(t)
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t, false)})
 	t.Cleanup(func() { rdb.Close() })
 	q := queue.New(rdb, 0)

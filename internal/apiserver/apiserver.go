@@ -37,12 +37,15 @@ import (
 	"github.com/renderbox/renderbox"
 	"github.com/renderbox/renderbox/internal/api"
 	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/cidr"
+	"github.com/renderbox/renderbox/internal/contract"
 	"github.com/renderbox/renderbox/internal/egress"
 	"github.com/renderbox/renderbox/internal/envflag"
 	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/webhook"
 )
 
@@ -131,6 +134,9 @@ type Config struct {
 	// RemoteMaxPerKey bounds the submissions one key has fetching at
 	// once. Default 4.
 	RemoteMaxPerKey int
+	// Ceilings are the renderers' limits of the operator's own
+	// (render.ParseCeilings); "" keeps the catalogue's.
+	Ceilings string
 	// Events: a result event this replica could not apply is retried, by
 	// any replica, after Events.RetryAfter (default 5s) and given up to
 	// the dead-letter stream after Events.MaxDeliveries (default 10).
@@ -153,6 +159,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Limits.RatePerSecond, "rate", 20, "submissions per second per key (429 past it)")
 	fs.IntVar(&c.Limits.Burst, "burst", 40, "submission burst per key")
 	fs.DurationVar(&c.Limits.MaxWait, "max-wait", 60*time.Second, "longest ?wait=")
+	fs.StringVar(&c.Ceilings, "ceilings", "", render.CeilingsUsage)
 	fs.DurationVar(&c.HTTP.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "bound on reading a request's headers")
 	fs.DurationVar(&c.HTTP.BodyTimeout, "body-timeout", 30*time.Second, "grace for a request body, beyond its size at -min-rate (408 past it)")
 	fs.Int64Var(&c.HTTP.MinRate, "min-rate", 32<<10, "slowest upload and download, bytes/s, after their grace")
@@ -289,6 +296,15 @@ func (c Config) validate() error {
 	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
+	}
+	cs, err := render.ParseCeilings(c.Ceilings)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	for _, ce := range cs {
+		if ce.InputBytes > c.Limits.MaxBodyBytes {
+			return fmt.Errorf("config: -ceilings lets %s take %s of input, more than -max-body-bytes %s lets a request carry; raise -max-body-bytes", ce.Renderer, bytesize.String(ce.InputBytes), bytesize.String(c.Limits.MaxBodyBytes))
+		}
 	}
 	return nil
 }
@@ -448,7 +464,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	proxies, _ := cidr.Parse(c.TrustedProxies)   // checked by validate
 	public, _ := api.ParsePublicURL(c.PublicURL) // checked by validate
 	remote, _ := c.remote()                      // checked by validate
-	s := &api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Remote: remote, Diagnostics: c.Diagnostics,
+	// The catalogue with the operator's ceilings, and the contract
+	// served with them (its renderers' limits are generated from it).
+	spec := renderbox.OpenAPI
+	if c.Ceilings != "" {
+		if err := render.ApplyCeilings(c.Ceilings); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		if spec, err = contract.RendererSchemas(spec, render.All()); err != nil {
+			return fmt.Errorf("the contract with -ceilings: %w", err)
+		}
+		log.Info("renderer ceilings set", "ceilings", c.Ceilings)
+	}
+	s := &api.Server{OpenAPI: spec, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Remote: remote, Diagnostics: c.Diagnostics,
 		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events, TrustedProxies: proxies, PublicURL: public}
 	srv := s.HTTPServer(c.Addr)
 	var msrv *http.Server

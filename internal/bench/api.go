@@ -11,11 +11,10 @@ import (
 	"github.com/renderbox/renderbox/internal/sandbox"
 )
 
-// benchAPI measures, against a running API and worker: pdf-png of a
-// one-page PDF end to end (submit with ?wait=, download the output) next to
-// the same job run directly in a sandbox, and how many jobs per second the
-// API accepts.
-func benchAPI(ctx context.Context, out *json.Encoder, stamp string, m *sandbox.Manager, base, key string, n, intake int) error {
+// benchEndToEnd measures, against a running API and worker, pdf-png of a
+// one-page PDF end to end (submit with ?wait=, download the output) next
+// to the same job run directly in a sandbox.
+func benchEndToEnd(ctx context.Context, out *json.Encoder, stamp string, m *sandbox.Manager, base, key string, n int) error {
 	pdf := samples.PDF("renderbox benchmark", 1)
 	direct, err := directPDFPNG(ctx, m, pdf, n)
 	if err != nil {
@@ -31,13 +30,22 @@ func benchAPI(ctx context.Context, out *json.Encoder, stamp string, m *sandbox.M
 		}
 		e2e = append(e2e, time.Since(t0))
 	}
-	_ = out.Encode(map[string]any{
+	return out.Encode(map[string]any{
 		"time": stamp, "bench": "api_end_to_end", "renderer": "pdf-png", "n": n,
 		"api_total_ms": stats(e2e), "direct_sandbox_ms": stats(direct),
 		"added_ms_p50": ms(pct(e2e, 50) - pct(direct, 50)), "added_ms_p99": ms(pct(e2e, 99) - pct(direct, 99)),
 		"ratio_p50": ratio(pct(e2e, 50), pct(direct, 50)),
 	})
+}
 
+// benchIntake measures how many jobs a second the API accepts: intake
+// small SVG jobs from 8 clients at once, each through every check a
+// submission meets. make bench runs it with no worker serving, so that
+// what it measures is the API's (and Redis's, and the ledger's) work,
+// not the cores' share left over by a worker rendering the jobs as they
+// arrive; the jobs are canceled afterwards.
+func benchIntake(ctx context.Context, out *json.Encoder, stamp, base, key string, intake int) error {
+	api := newAPIClient(base, key)
 	// Intake: accepted jobs per second, 8 clients, a small SVG each. The
 	// jobs are canceled afterwards so the worker does not render them all.
 	svg := jobBody("svg-png", samples.SVG(20, 20, 0, 0, 5))

@@ -51,8 +51,8 @@ func Main(name string, args []string) int {
 	heavyN := fs.Int("heavy-n", 3, "iterations for Chromium and LibreOffice renderers")
 	apiURL := fs.String("api", "", "with a running API and worker (make bench starts them): also measure end to end and intake")
 	key := fs.String("key", os.Getenv("RENDERBOX_KEY"), "API key for -api")
-	intake := fs.Int("intake", 200, "jobs submitted for the intake measurement")
-	only := fs.String("only", "", "run only this part: lifecycle, renderers, served or api")
+	intake := fs.Int("intake", 2000, "jobs submitted for the intake measurement (enough that the first burst does not dominate; 0 skips it)")
+	only := fs.String("only", "", "run only this part: lifecycle, renderers, served, api (end to end and intake) or intake")
 	renderers := fs.String("renderers", "", "renderers part: only these renderers (comma-separated; default all)")
 	mode := fs.String("mode", "cold", "served lines' mode: cold (the worker's pool is off) or warm (on; waits for it to fill)")
 	servedRenderers := fs.String("served-renderers", "html-pdf,office-pdf,pdf-png", "renderers measured through the API (comma-separated)")
@@ -178,7 +178,12 @@ func run(ctx context.Context, o opts) error {
 		}
 	}
 	if o.api != "" && (o.only == "" || o.only == "api") {
-		if err := benchAPI(ctx, out, stamp, m, o.api, o.key, n, o.intake); err != nil {
+		if err := benchEndToEnd(ctx, out, stamp, m, o.api, o.key, n); err != nil {
+			return err
+		}
+	}
+	if o.api != "" && o.intake > 0 && (o.only == "" || o.only == "api" || o.only == "intake") {
+		if err := benchIntake(ctx, out, stamp, o.api, o.key, o.intake); err != nil {
 			return err
 		}
 	}
@@ -266,6 +271,7 @@ func benchCases() []benchCase {
 		{"pdf-watermark", "5-page PDF, a text under every page", samples.PDF("benchmark", 5), false},
 		{"pdf-stamp", "5-page PDF, a text over every page", samples.PDF("benchmark", 5), false},
 		{"pdf-archive", "5-page PDF to PDF/A-2b", samples.PDF("benchmark", 5), false},
+		{"pdf-optimize", "5-page PDF, images at 150 dpi", samples.PDF("benchmark", 5), false},
 	}
 }
 

@@ -5,6 +5,7 @@ package bytesize
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -36,4 +37,23 @@ func String(n int64) string {
 		return fmt.Sprintf("%s %s (%d bytes)", s, units[u], n)
 	}
 	return s + " " + units[u]
+}
+
+// Parse reads a size as operators write it: 1536, 512K, 256M, 1.5G
+// (powers of 1024).
+func Parse(s string) (int64, error) {
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, strings.TrimSuffix(s, "K")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "M")
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1<<30, strings.TrimSuffix(s, "G")
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("want a size such as 512M or 1.5G")
+	}
+	return int64(f * mult), nil
 }

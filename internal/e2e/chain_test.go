@@ -3,7 +3,11 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/base64"
 	"fmt"
+	"image"
+	"image/jpeg"
 	"strings"
 	"testing"
 	"time"
@@ -81,5 +85,56 @@ func TestChainThroughTheAPI(t *testing.T) {
 	mj = getJob(t, c, key, mj.ID, "?wait=60")
 	if mj.State != "succeeded" || mj.Renderer != "pdf-pages|pdf-protect" || mj.Options["pdf-pages.pages"] != "1" || mj.Options["pdf-protect.owner_password"] != render.Redacted {
 		t.Errorf("a multipart chain: %s %s %v %+v", mj.State, mj.Renderer, mj.Options, mj.Error)
+	}
+
+	checkOptimizeSize(t, c, key)
+}
+
+// sizeOf reads a job's diagnostics.size.
+func sizeOf(t *testing.T, c *client, key, id string) *struct {
+	InputBytes   int64   `json:"input_bytes"`
+	OutputBytes  int64   `json:"output_bytes"`
+	SavedPercent float64 `json:"saved_percent"`
+} {
+	t.Helper()
+	var j struct {
+		Diagnostics struct {
+			Size *struct {
+				InputBytes   int64   `json:"input_bytes"`
+				OutputBytes  int64   `json:"output_bytes"`
+				SavedPercent float64 `json:"saved_percent"`
+			} `json:"size"`
+		} `json:"diagnostics"`
+	}
+	c.do("GET", "/v1/jobs/"+id, key, "", nil, nil).json(t, &j)
+	return j.Diagnostics.Size
+}
+
+// pdf-optimize says in the job how much smaller it made its document:
+// alone, on a PDF it cannot shrink (given back as it came: nothing
+// saved); as a chain's last step after html-pdf of a page with a large
+// photograph, its own step's input against the job's output.
+func checkOptimizeSize(t *testing.T, c *client, key string) {
+	t.Helper()
+	small := samples.PDF("nothing to gain", 1)
+	_, j := submitJSON(t, c, key, "pdf-optimize", small, nil, "?wait=60", nil)
+	size := sizeOf(t, c, key, j.ID)
+	if j.State != "succeeded" || size == nil || size.InputBytes != int64(len(small)) || size.OutputBytes != int64(len(small)) || size.SavedPercent != 0 {
+		t.Errorf("pdf-optimize of a small PDF: %s %+v, size %+v; want succeeded, %d bytes in and out, nothing saved", j.State, j.Error, size, len(small))
+	}
+	img := image.NewRGBA(image.Rect(0, 0, 1600, 1200))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i*7919%251) | 0x40
+	}
+	var jpg bytes.Buffer
+	_ = jpeg.Encode(&jpg, img, &jpeg.Options{Quality: 95})
+	page := []byte(`<!doctype html><h1>A photograph</h1><img style="width:100%" src="data:image/jpeg;base64,` + base64.StdEncoding.EncodeToString(jpg.Bytes()) + `">`)
+	_, j = submitFields(t, c, key, "html-pdf", page, map[string]any{"then": []any{map[string]any{"renderer": "pdf-optimize"}}}, "?wait=60", nil)
+	waitFor(t, "the optimizing chain to end", 3*time.Minute, func() bool { j = getJob(t, c, key, j.ID, ""); return j.terminal() })
+	size = sizeOf(t, c, key, j.ID)
+	if j.State != "succeeded" || len(j.Outputs) != 1 || size == nil || size.OutputBytes != j.Outputs[0].Size || size.InputBytes <= 2*size.OutputBytes || size.SavedPercent < 50 {
+		t.Errorf("html-pdf then pdf-optimize: %s %+v, outputs %+v, size %+v; want the step's input more than halved, its output the job's", j.State, j.Error, j.Outputs, size)
+	} else {
+		t.Logf("html-pdf then pdf-optimize: %+v", *size)
 	}
 }

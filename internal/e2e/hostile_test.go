@@ -232,7 +232,7 @@ func pdfOperationCases(t *testing.T) []hostileCase {
 		{name: "pdf-watermark with a truncated pdf as its mark", renderer: "pdf-watermark", input: archive(0o644, [2][]byte{[]byte("doc.pdf"), pdf}, [2][]byte{[]byte("mark.pdf"), pdf[:len(pdf)/2]}),
 			want: []string{"succeeded", "failed:render_failed"}, door: door},
 	}
-	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive"} {
+	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive", "pdf-optimize"} {
 		var opts map[string]any
 		switch name {
 		case "pdf-protect":

@@ -26,6 +26,9 @@ type sqlStore struct {
 	w *sql.DB // writes, each in a transaction
 	r *sql.DB // reads; w itself when the database has no single writer
 	d dialect
+	// group gathers concurrent CreateJobs into one transaction (SQLite:
+	// groupcommit.go); nil inserts each in its own.
+	group *groupCommit
 }
 
 // dialect is what one database does its own way.

@@ -62,12 +62,8 @@ func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 	if !json.Valid(j.Options) || !json.Valid(j.Limits) {
 		return Job{}, false, fmt.Errorf("create job: options or limits are not valid JSON (send a JSON object): %w", ErrInvalid)
 	}
-	diag := "{}"
-	if len(j.Diagnostics) > 0 {
-		if !json.Valid(j.Diagnostics) || j.Diagnostics[0] != '{' {
-			return Job{}, false, fmt.Errorf("create job: diagnostics are not a JSON object: %w", ErrInvalid)
-		}
-		diag = string(j.Diagnostics)
+	if len(j.Diagnostics) > 0 && (!json.Valid(j.Diagnostics) || j.Diagnostics[0] != '{') {
+		return Job{}, false, fmt.Errorf("create job: diagnostics are not a JSON object: %w", ErrInvalid)
 	}
 	for _, f := range []string{j.Renderer, string(j.Options), string(j.Limits), j.InputSHA256, j.InputType, j.CallbackURL, j.OutputName} {
 		if !storableText(f) {
@@ -94,31 +90,16 @@ func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 	j.State, j.ErrorCode, j.ErrorMessage, j.Attempts = jobstate.Queued, "", "", 0
 	j.StartedAt, j.FinishedAt, j.Outputs = time.Time{}, time.Time{}, nil
 
-	created := true
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		// DO NOTHING covers only the (owner, idempotency_key) constraint; a
-		// duplicate id still fails, as it should.
-		res, err := tx.ExecContext(ctx, `INSERT INTO jobs
-			(id, owner, renderer, options, input_sha256, input_size, callback_url,
-			 idempotency_key, state, attempts, created_at, outputs, limits, input_type, output_name, request_id, diagnostics)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, '[]', $11, $12, $13, $14, $15)
-			ON CONFLICT (owner, idempotency_key) DO NOTHING`,
-			j.ID, j.Owner, j.Renderer, string(j.Options), j.InputSHA256, j.InputSize, j.CallbackURL,
-			nullString(j.IdempotencyKey), string(jobstate.Queued), toNanos(j.CreatedAt), string(j.Limits), j.InputType, j.OutputName, j.RequestID,
-			storedText(diag))
-		if err != nil {
+	var created bool
+	var err error
+	if s.group != nil {
+		j, created, err = s.group.insert(ctx, s.w, j, insertJob)
+	} else {
+		err = s.write(ctx, func(tx *sql.Tx) error {
+			j, created, err = insertJob(ctx, tx, j)
 			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return err
-		}
-		// The owner already sent this idempotency key: answer with that job.
-		created = false
-		j, err = scanJob(tx.QueryRowContext(ctx,
-			"SELECT "+jobColumns+" FROM jobs WHERE owner = $1 AND idempotency_key = $2",
-			j.Owner, j.IdempotencyKey))
-		return err
-	})
+		})
+	}
 	switch v := s.d.violation(err); {
 	case err == nil:
 		return j, created, nil
@@ -129,6 +110,36 @@ func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 	default:
 		return Job{}, false, fmt.Errorf("create job: %w", err)
 	}
+}
+
+// insertJob inserts j in tx, or, when its owner already sent its
+// idempotency key, returns that job with created false.
+func insertJob(ctx context.Context, tx *sql.Tx, j Job) (Job, bool, error) {
+	diag := "{}"
+	if len(j.Diagnostics) > 0 {
+		diag = string(j.Diagnostics)
+	}
+	// DO NOTHING covers only the (owner, idempotency_key) constraint; a
+	// duplicate id still fails, as it should.
+	res, err := tx.ExecContext(ctx, `INSERT INTO jobs
+		(id, owner, renderer, options, input_sha256, input_size, callback_url,
+		 idempotency_key, state, attempts, created_at, outputs, limits, input_type, output_name, request_id, diagnostics)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, '[]', $11, $12, $13, $14, $15)
+		ON CONFLICT (owner, idempotency_key) DO NOTHING`,
+		j.ID, j.Owner, j.Renderer, string(j.Options), j.InputSHA256, j.InputSize, j.CallbackURL,
+		nullString(j.IdempotencyKey), string(jobstate.Queued), toNanos(j.CreatedAt), string(j.Limits), j.InputType, j.OutputName, j.RequestID,
+		storedText(diag))
+	if err != nil {
+		return Job{}, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return j, true, err
+	}
+	// The owner already sent this idempotency key: answer with that job.
+	j, err = scanJob(tx.QueryRowContext(ctx,
+		"SELECT "+jobColumns+" FROM jobs WHERE owner = $1 AND idempotency_key = $2",
+		j.Owner, j.IdempotencyKey))
+	return j, false, err
 }
 
 // GetJob returns owner's job id. Another key's job is ErrNotFound.

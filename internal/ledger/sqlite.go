@@ -81,7 +81,7 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 
-	s := &SQLite{sqlStore{w: w, r: r, d: sqliteDialect}}
+	s := &SQLite{sqlStore{w: w, r: r, d: sqliteDialect, group: &groupCommit{}}}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open ledger %q: %w", path, err)

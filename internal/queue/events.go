@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -51,6 +52,28 @@ type Diagnostics struct {
 	// Steps lists the sandboxes of a job that runs in several (safe-pdf),
 	// in order, up to the one that ended it.
 	Steps []Step `json:"steps,omitempty"`
+	// Size is what a renderer that makes a document smaller (pdf-optimize)
+	// took in and gave back: its step's, in a chain.
+	Size *SizeChange `json:"size,omitempty"`
+}
+
+// SizeChange is a document's size before and after a step that makes it
+// smaller.
+type SizeChange struct {
+	InputBytes  int64 `json:"input_bytes"`
+	OutputBytes int64 `json:"output_bytes"`
+	// SavedPercent is how much smaller the output is, in percent of the
+	// input (0 when it came back unchanged), to one decimal.
+	SavedPercent float64 `json:"saved_percent"`
+}
+
+// NewSizeChange is in and out's change.
+func NewSizeChange(in, out int64) *SizeChange {
+	saved := 0.0
+	if in > 0 && out < in {
+		saved = math.Round(1000*float64(in-out)/float64(in)) / 10
+	}
+	return &SizeChange{InputBytes: in, OutputBytes: out, SavedPercent: saved}
 }
 
 // Step is one sandbox run of a job that takes several.

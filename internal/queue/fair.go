@@ -126,6 +126,52 @@ func (q *Queue) Submit(ctx context.Context, p Payload, size int64, timeout time.
 	return nil
 }
 
+// SubmitInput stores a job's input and submits it (Submit) in one round
+// trip to Redis: what the API does for each job it accepts.
+func (q *Queue) SubmitInput(ctx context.Context, p Payload, input []byte, timeout time.Duration, maxRetry int) error {
+	p.Retention = q.Retention
+	size := int64(len(input))
+	b, err := json.Marshal(waitingJob{Owner: p.Owner, Size: size, Payload: p, Timeout: timeout, MaxRetry: maxRetry})
+	if err != nil {
+		return err
+	}
+	pipe := q.rdb.Pipeline()
+	pipe.Set(ctx, InputKey(p.JobID), input, q.Retention)
+	// EVALSHA alone would fail on a Redis that has not seen the script
+	// (restarted, or new), and a pipeline cannot fall back to EVAL; the
+	// script is short, and Redis keeps it compiled by its digest anyway.
+	submitScript.Eval(ctx, pipe, fairKeys[:3], p.Owner, p.JobID, b, size, listPrefix)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("queueing job %s: %w", p.JobID, err)
+	}
+	return nil
+}
+
+// Load is what the API's admission reads: the queue's depth (Depth) and
+// one owner's waiting jobs and their input bytes (Waiting).
+type Load struct {
+	Depth    int
+	KeyJobs  int
+	KeyBytes int64
+}
+
+// Load reads the depth and owner's waiting jobs in one round trip.
+func (q *Queue) Load(ctx context.Context, owner string) (Load, error) {
+	pipe := q.rdb.Pipeline()
+	depth := q.depthCmds(ctx, pipe)
+	n := pipe.LLen(ctx, listPrefix+owner)
+	sz := pipe.HGet(ctx, bytesKey, owner)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Load{}, err
+	}
+	l := Load{KeyJobs: int(n.Val())}
+	l.KeyBytes, _ = sz.Int64()
+	for _, c := range depth {
+		l.Depth += int(c.Val())
+	}
+	return l, nil
+}
+
 // Waiting returns how many of owner's jobs wait for the dispatcher and
 // their input bytes: what the per-key caps bound.
 func (q *Queue) Waiting(ctx context.Context, owner string) (jobs int, bytes int64, err error) {

@@ -116,10 +116,8 @@ func (q *Queue) Enqueue(ctx context.Context, p Payload, timeout time.Duration, m
 // directly (one round trip), since the inspector's queue info also samples
 // memory use, too slow for every submission.
 func (q *Queue) Depth(ctx context.Context) (int, error) {
-	k := "asynq:{" + QueueName + "}:"
 	pipe := q.rdb.Pipeline()
-	lens := []*redis.IntCmd{pipe.LLen(ctx, k+"pending"), pipe.LLen(ctx, k+"active"), pipe.ZCard(ctx, k+"scheduled"), pipe.ZCard(ctx, k+"retry"),
-		pipe.HLen(ctx, specsKey), pipe.HLen(ctx, movingKey)}
+	lens := q.depthCmds(ctx, pipe)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, err
 	}
@@ -128,6 +126,13 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 		n += int(l.Val())
 	}
 	return n, nil
+}
+
+// depthCmds queues on pipe the reads whose sum is Depth.
+func (q *Queue) depthCmds(ctx context.Context, pipe redis.Pipeliner) []*redis.IntCmd {
+	k := "asynq:{" + QueueName + "}:"
+	return []*redis.IntCmd{pipe.LLen(ctx, k+"pending"), pipe.LLen(ctx, k+"active"), pipe.ZCard(ctx, k+"scheduled"), pipe.ZCard(ctx, k+"retry"),
+		pipe.HLen(ctx, specsKey), pipe.HLen(ctx, movingKey)}
 }
 
 // PutBlob stores data under key for the retention period.

@@ -50,9 +50,9 @@ func lengthOpt(name, desc string, lo, hi float64) Option {
 func pageOptions(withJS bool) []Option {
 	o := []Option{
 		boolOpt("omit_background", "Leave out the default white background: transparent where the page sets none.", false),
-		numOpt("wait_delay", "Seconds to wait after the page's load event before printing (for content drawn by timers).", 0, 0, 30),
+		numOpt("wait_delay", "Seconds to wait after the page's load event before printing (for content drawn by timers); with wait_timeout, at most the job's timeout less 5 s.", 0, 0, MaxCeilingTimeout.Seconds()),
 		textOpt("wait_for_selector", "Wait until an element matches this CSS selector (within wait_timeout) before printing; works with JavaScript off.", 512),
-		numOpt("wait_timeout", "Seconds wait_for_selector and wait_for_expression may wait; the job fails render_failed when they are not met by then.", 10, 0.1, 50),
+		numOpt("wait_timeout", "Seconds wait_for_selector and wait_for_expression may wait; the job fails render_failed when they are not met by then. With wait_delay, at most the job's timeout less 5 s.", 10, 0.1, MaxCeilingTimeout.Seconds()),
 		boolOpt("fail_on_resource_error", "Fail the job when the page asks for anything it cannot have: another origin, or a file the job does not have (the job's record lists them either way).", false),
 		boolOpt("fail_on_console_error", "Fail the job when the page logs a console error or throws an uncaught exception (the record lists them either way).", false),
 		patternOpt("entry", "With a ZIP or several files: the page to start from, by its path (default: index.html, else the first .html file).", sitePathPattern),

@@ -272,8 +272,23 @@ func protectSteps(in inputFile, v Values) ([]wire.Step, error) {
 	if !v.Bool("allow_copy") {
 		argv = append(argv, "--extract=n")
 	}
-	if !v.Bool("allow_modify") {
-		argv = append(argv, "--modify=none")
+	// allow_modify is every change; the three below it narrow it: each,
+	// when the request leaves it out, follows allow_modify (so that
+	// allow_modify false alone still locks everything, as it always did).
+	yn := func(b bool) string {
+		if b {
+			return "y"
+		}
+		return "n"
+	}
+	modify := v.Bool("allow_modify")
+	argv = append(argv, "--modify-other="+yn(modify))
+	for _, p := range []struct{ opt, flag string }{{"allow_annotate", "--annotate="}, {"allow_fill_forms", "--form="}, {"allow_assemble", "--assemble="}} {
+		allowed := modify
+		if v.Has(p.opt) {
+			allowed = v.Bool(p.opt)
+		}
+		argv = append(argv, p.flag+yn(allowed))
 	}
 	argv = append(argv, "--", in.Path, wire.OutputDir+"/output.pdf")
 	return []wire.Step{{Argv: argv}}, nil
@@ -356,7 +371,10 @@ func pdfRenderers() []*Renderer {
 			passwordOpt("user_password", "The password to open the document. Absent, anyone can open it, under the restrictions; then owner_password is required."),
 			boolOpt("allow_print", "Allow printing.", true),
 			boolOpt("allow_copy", "Allow copying text and images.", true),
-			boolOpt("allow_modify", "Allow changes (forms, annotations, pages).", true),
+			boolOpt("allow_modify", "Allow changes: the content, and (unless the three below say otherwise) annotations, filling forms and assembling pages.", true),
+			{Name: "allow_annotate", Type: "boolean", Description: "Allow adding and changing annotations and filling forms; absent, as allow_modify."},
+			{Name: "allow_fill_forms", Type: "boolean", Description: "Allow filling form fields (and signing), even with annotations not allowed; absent, as allow_modify."},
+			{Name: "allow_assemble", Type: "boolean", Description: "Allow inserting, rotating and removing pages and making bookmarks and thumbnails; absent, as allow_modify."},
 		}, protectSteps)
 	unlock := pdfRenderer("pdf-unlock",
 		"Remove a PDF's encryption with qpdf, given its password (the user or the owner password; none when it opens without one). A wrong password fails the job (render_failed, \"invalid password\"). Output: output.pdf.",

@@ -372,6 +372,28 @@ func TestPDFProtectAndUnlock(t *testing.T) {
 	if info := pdfInfo(t, m, out["output.pdf"]); !strings.Contains(info["Encrypted"], "print:no") || !strings.Contains(info["Encrypted"], "change:no") {
 		t.Errorf("owner password only: encrypted %q, want print:no change:no", info["Encrypted"])
 	}
+	// The narrower permissions: forms may be filled, nothing else; and
+	// allow_modify alone still governs the three when they are absent.
+	for _, tc := range []struct {
+		opts map[string]any
+		want []string
+	}{
+		{map[string]any{"allow_modify": false, "allow_fill_forms": true},
+			[]string{"modify document assembly: not allowed", "modify forms: allowed", "modify annotations: not allowed", "modify other: not allowed"}},
+		{map[string]any{"allow_assemble": false},
+			[]string{"modify document assembly: not allowed", "modify forms: allowed", "modify annotations: allowed", "modify other: allowed"}},
+		{map[string]any{"allow_modify": false},
+			[]string{"modify document assembly: not allowed", "modify forms: not allowed", "modify annotations: not allowed", "modify other: not allowed"}},
+	} {
+		tc.opts["owner_password"] = "o"
+		out, _ := renderOK(t, m, "pdf-protect", input, tc.opts)
+		enc, err := showEncryption(m, out["output.pdf"], "")
+		for _, w := range tc.want {
+			if err != nil || !strings.Contains(enc, w) {
+				t.Errorf("%v: qpdf --show-encryption %v\n%s\nwant %q", tc.opts, err, enc, w)
+			}
+		}
+	}
 	if meta := pdfMetadata(t, m, out["output.pdf"]); meta["encrypted"] != true || meta["pages"] != 2.0 {
 		t.Errorf("pdf-metadata of the protected PDF: %v, want encrypted, 2 pages", meta)
 	}
@@ -408,7 +430,7 @@ func TestPDFOperationsOnBadInput(t *testing.T) {
 		corrupt[i] ^= 0x5a
 	}
 	opts := goodOptions
-	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive"} {
+	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive", "pdf-optimize"} {
 		r, _ := render.Lookup(name)
 		for _, bad := range [][]byte{samples.PNGHeader(8, 8), samples.HTML("x", "y"), nil} {
 			if _, err := r.Prepare(bad, opts[name], render.LimitRequest{}); !errors.Is(err, render.ErrUnsupportedInput) {

@@ -57,6 +57,9 @@ type Renderer struct {
 	Options     []Option `json:"options"`
 	// MaxInputBytes bounds the input.
 	MaxInputBytes int64 `json:"max_input_bytes"`
+	// ReportsSize: the job's diagnostics say how much smaller the
+	// renderer made its input (pdf-optimize).
+	ReportsSize bool `json:"-"`
 	// Limits are the sandbox limits a job runs with, resolved as the
 	// renderer joins the catalogue; a request may lower them, never raise
 	// them.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/sandbox"
 )
@@ -83,7 +84,7 @@ func (c PoolConfig) families() ([]sandbox.PoolFamily, error) {
 	})
 	if err == nil {
 		err = eachPair("pool-memory", c.Memory, func(name, v string) error {
-			n, err := parseBytes(v)
+			n, err := bytesize.Parse(v)
 			if err != nil {
 				return fmt.Errorf("-pool-memory: %s=%s: %w", name, v, err)
 			}
@@ -134,22 +135,4 @@ func eachPair(flagName, list string, fn func(name, value string) error) error {
 		}
 	}
 	return nil
-}
-
-// parseBytes reads 1536, 512K, 256M, 1.5G (powers of 1024).
-func parseBytes(s string) (int64, error) {
-	mult := 1.0
-	switch {
-	case strings.HasSuffix(s, "K"):
-		mult, s = 1<<10, strings.TrimSuffix(s, "K")
-	case strings.HasSuffix(s, "M"):
-		mult, s = 1<<20, strings.TrimSuffix(s, "M")
-	case strings.HasSuffix(s, "G"):
-		mult, s = 1<<30, strings.TrimSuffix(s, "G")
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 {
-		return 0, fmt.Errorf("want a size such as 512M or 1.5G")
-	}
-	return int64(f * mult), nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/wire"
 )
 
 // Runner runs a job's plan: each stage in a sandbox from the pool when its
@@ -40,6 +41,9 @@ type Ran struct {
 	Outputs []render.Output
 	// Steps lists the stages that ran; nil for a renderer of one stage.
 	Steps []queue.Step
+	// Size is the change in size of the last stage whose renderer
+	// reports one (render.Renderer.ReportsSize), nil when none ran.
+	Size *queue.SizeChange
 
 	teardown func()
 }
@@ -59,9 +63,14 @@ func (x *Runner) Run(ctx context.Context, log *slog.Logger, r *render.Renderer, 
 	names := plan.Stages()
 	st := render.Stage{Name: names[0], Family: plan.FirstFamily(), Job: plan.Job, Input: bytes.NewReader(input)}
 	var steps []queue.Step
+	var size *queue.SizeChange
 	for i := 0; ; i++ {
 		t0 := time.Now()
 		ran := x.stage(ctx, r.Name, st)
+		if ran.Err == nil && reportsSize(st.Name) {
+			size = queue.NewSizeChange(st.Job.Request.InputSize, filesSize(ran.Result.Response.Files))
+		}
+		ran.Size = size
 		if len(names) > 1 {
 			steps = append(steps, queue.Step{Name: st.Name, Outcome: string(sandbox.OutcomeOf(ran.Err)), SandboxMode: ran.Mode, Seconds: time.Since(t0).Seconds()})
 			ran.Steps, ran.Err = steps, stageErr(st.Name, ran.Err)
@@ -91,6 +100,21 @@ func (x *Runner) Run(ctx context.Context, log *slog.Logger, r *render.Renderer, 
 		}
 		st = next
 	}
+}
+
+// reportsSize says whether a stage's renderer reports the change in size
+// it made (stages of safe-pdf are no renderers of the catalogue).
+func reportsSize(stage string) bool {
+	r, err := render.Lookup(stage)
+	return err == nil && r.ReportsSize
+}
+
+func filesSize(fs []wire.File) int64 {
+	var n int64
+	for _, f := range fs {
+		n += int64(len(f.Data))
+	}
+	return n
 }
 
 // check accepts the files of a run that succeeded as the renderer's

@@ -24,6 +24,7 @@ import (
 	"github.com/renderbox/renderbox/internal/buildinfo"
 	"github.com/renderbox/renderbox/internal/hostcheck"
 	"github.com/renderbox/renderbox/internal/queue"
+	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/sandbox"
 )
 
@@ -53,6 +54,9 @@ type ServeConfig struct {
 	Pool PoolConfig
 	// Remote turns on the broker of URL pages.
 	Remote RemoteConfig
+	// Ceilings are the renderers' limits of the operator's own
+	// (render.ParseCeilings), the API's.
+	Ceilings string
 	// UnsafeNativeBench runs every job natively, WITHOUT gVisor: the same
 	// agent, renderers, pool and job path, as a benchmark floor
 	// (sandbox.Manager.UseUnsafeNative). Never for untrusted input
@@ -79,6 +83,7 @@ func (s *ServeConfig) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&s.PollInterval, "poll-interval", 25*time.Millisecond, "how often an idle worker asks Redis for a job: a new job waits about this long to start; each idle worker runs about 1/this dequeues a second on Redis")
 	s.Pool.Bind(fs)
 	s.Remote.Bind(fs)
+	fs.StringVar(&s.Ceilings, "ceilings", "", render.CeilingsUsage)
 	fs.BoolVar(&s.UnsafeNativeBench, UnsafeNativeFlag, false, "UNSAFE, benchmarks only: run jobs as native processes WITHOUT gVisor (make bench's native-warm floor); never for untrusted input")
 }
 
@@ -96,6 +101,10 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	}
 	if s.PollInterval < 5*time.Millisecond || s.PollInterval > 5*time.Second {
 		return fmt.Errorf("serve: -poll-interval %s is outside 5ms to 5s (default 25ms)", s.PollInterval)
+	}
+	// Before anything reads the catalogue: the pool's families too.
+	if err := render.ApplyCeilings(s.Ceilings); err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	host, _ := os.Hostname()
 	if s.Name == "" {

@@ -272,11 +272,11 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p attempt, r *re
 			diag.Fetched = recs[:min(len(recs), maxFetchedRecords)]
 		}
 	}
-	if steps != nil {
+	if steps != nil || ran.Size != nil {
 		if diag == nil {
 			diag = &queue.Diagnostics{}
 		}
-		diag.Steps = steps
+		diag.Steps, diag.Size = steps, ran.Size
 	}
 	h.Metrics.observe(p.Renderer, outcome, mode, res)
 	log = log.With("sandbox_id", res.SandboxID, "sandbox_mode", mode, "outcome", outcome, "duration_seconds", time.Since(start).Seconds())
