@@ -46,8 +46,12 @@ bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metri
 
 # The floor: the same agents and renderers booted ahead by the same pool,
 # as native processes (docs/security.md, "The unsafe native benchmark
-# floor"). Only this benchmark's jobs reach this worker.
+# floor"). Only this benchmark's jobs reach this worker. Ten of each
+# family, so that each of the ten serial jobs finds its renderer booted:
+# natively every sandbox is a boot (no checkpoint to restore), and with
+# the default sizes serial office-pdf jobs waited 1.2 s each for one.
 echo "restarting the worker natively, WITHOUT gVisor (the native-warm floor)…"
-stack_restart_worker "$logs/worker-native.log" -unsafe-native-bench
+stack_restart_worker "$logs/worker-native.log" -unsafe-native-bench \
+  -pool-size chromium=10,office=10,pdf=10,light=10 -pool-memory chromium=4G,office=4G,pdf=1G,light=1G
 bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" "$@" \
   -only served -mode native-warm -cold out/bench.jsonl | tee -a out/bench.jsonl

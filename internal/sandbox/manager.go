@@ -381,9 +381,10 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	if req.StderrTail == 0 {
 		req.StderrTail = 4096
 	}
-	if req.MaxTasks == 0 {
+	if req.MaxTasks == 0 && sb.native == "" {
 		// A pooled sandbox was created with its family's RLIMIT_NPROC;
-		// the agent starts this job's renderer under the job's.
+		// the agent starts this job's renderer under the job's. (A
+		// native one has none: nativeCommand says why.)
 		req.MaxTasks = lim.NProc
 	}
 	input := job.Input

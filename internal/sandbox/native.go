@@ -86,6 +86,15 @@ func nativeCommand(spec *specs.Spec, tree string, dirs []string) ([]string, erro
 	args = append(args, "--", "prlimit")
 	for _, r := range p.Rlimits {
 		name := strings.ToLower(strings.TrimPrefix(r.Type, "RLIMIT_"))
+		if name == "nproc" {
+			// gVisor counts RLIMIT_NPROC per sandbox, the host kernel
+			// per uid across the host: every native sandbox's renderers
+			// would share one count (four booted Chromiums left a pdf
+			// sandbox unable to start pdftoppm). The cgroup's pids limit
+			// still bounds each one's tasks.
+			args = append(args, "--nproc=unlimited")
+			continue
+		}
 		args = append(args, fmt.Sprintf("--%s=%d:%d", name, r.Soft, r.Hard))
 	}
 	var caps []string
