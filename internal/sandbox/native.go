@@ -90,9 +90,9 @@ func nativeCommand(spec *specs.Spec, tree string, dirs []string) ([]string, erro
 			// gVisor counts RLIMIT_NPROC per sandbox, the host kernel
 			// per uid across the host: every native sandbox's renderers
 			// would share one count (four booted Chromiums left a pdf
-			// sandbox unable to start pdftoppm). The cgroup's pids limit
-			// still bounds each one's tasks.
-			args = append(args, "--nproc=unlimited")
+			// sandbox unable to start pdftoppm). The worker's own stays
+			// (raising it takes CAP_SYS_RESOURCE); the cgroup's pids
+			// limit still bounds each sandbox's tasks.
 			continue
 		}
 		args = append(args, fmt.Sprintf("--%s=%d:%d", name, r.Soft, r.Hard))
