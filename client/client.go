@@ -94,13 +94,16 @@ func New(baseURL, key string) (*Client, error) {
 
 // Job is a job as the API shows it.
 type Job struct {
-	ID          string         `json:"id"`
-	Renderer    string         `json:"renderer"`
-	State       jobstate.State `json:"state"`
-	Attempts    int            `json:"attempts"`
-	Options     map[string]any `json:"options,omitempty"`
-	OutputName  string         `json:"output_name,omitempty"`
-	SandboxMode string         `json:"sandbox_mode,omitempty"`
+	ID         string         `json:"id"`
+	Renderer   string         `json:"renderer"`
+	State      jobstate.State `json:"state"`
+	Attempts   int            `json:"attempts"`
+	Options    map[string]any `json:"options,omitempty"`
+	OutputName string         `json:"output_name,omitempty"`
+	// SandboxMode is how the sandbox of the job's last attempt was made
+	// (cold, prebooted, restored): shown while it runs, once the worker
+	// took the sandbox, and kept when the job ends.
+	SandboxMode string `json:"sandbox_mode,omitempty"`
 	Input       struct {
 		SHA256 string `json:"sha256"`
 		Size   int64  `json:"size"`
@@ -314,23 +317,25 @@ func (c *Client) getJob(ctx context.Context, id string, wait int) (*Job, error) 
 
 // Wait long-polls the job until it ends or ctx is done, calling progress
 // (when not nil) with each state it sees (polling each second while the
-// job is queued, so that its start is seen). It returns the job, and a
+// job is queued, and while it runs until its SandboxMode shows, so that
+// its start and its sandbox are seen). It returns the job, and a
 // *JobError with it when the job ended failed or canceled. A poll that
 // fails transiently (an API replica restarting is not the job's end) is
 // tried again as Submit is, for at most MaxRetryTime in a row.
 func (c *Client) Wait(ctx context.Context, id string, progress func(*Job)) (*Job, error) {
 	r := c.retrier("wait")
-	var last jobstate.State
+	var last *Job
 	for {
 		// The API answers a long poll when the job ends; while the job is
-		// queued, short polls let progress see it start.
+		// queued, or runs before its sandbox is taken, short polls let
+		// progress see it start and see its sandbox.
 		wait := 30
-		if progress != nil && (last == "" || last == jobstate.Queued) {
+		if progress != nil && (last == nil || last.State == jobstate.Queued || last.State == jobstate.Running && last.SandboxMode == "") {
 			wait = 1
 		}
 		j, err := c.getJob(ctx, id, wait)
 		if err == nil {
-			last = j.State
+			last = j
 			r = c.retrier("wait")
 			if progress != nil {
 				progress(j)

@@ -139,7 +139,8 @@ func TestTransientRefusalsAreRetried(t *testing.T) {
 }
 
 // Wait on a job that fails returns the job and a *JobError with its code;
-// DownloadAll of it is that error too, not an empty list.
+// DownloadAll of it is that error too, not an empty list. Its progress
+// sees the job run, then its sandbox's mode, before the end.
 func TestWaitOnAFailedJobIsAJobError(t *testing.T) {
 	api := apifake.Start("rb_test")
 	defer api.Close()
@@ -150,12 +151,12 @@ func TestWaitOnAFailedJobIsAJobError(t *testing.T) {
 		t.Fatal(err)
 	}
 	var states []string
-	j, err = c.Wait(ctx, j.ID, func(j *client.Job) { states = append(states, string(j.State)) })
+	j, err = c.Wait(ctx, j.ID, func(j *client.Job) { states = append(states, strings.TrimSpace(string(j.State)+" "+j.SandboxMode)) })
 	var jobErr *client.JobError
 	if !errors.As(err, &jobErr) || jobErr.Code != "render_failed" || j == nil || j.State != "failed" || jobErr.Job != j {
 		t.Fatalf("Wait: %+v %v, want the failed job and a *JobError render_failed", j, err)
 	}
-	if !strings.Contains(err.Error(), "render_failed") || strings.Join(states, ",") != "running,failed" {
+	if !strings.Contains(err.Error(), "render_failed") || strings.Join(states, ",") != "running,running prebooted,failed prebooted" {
 		t.Errorf("error %q, states seen %v", err, states)
 	}
 	paths, err := c.DownloadAll(ctx, j, t.TempDir())

@@ -16,6 +16,12 @@
 # The slow part (mmdebstrap) is cached as a tarball keyed by a digest of its
 # inputs (packages.txt, sources.list, the mmdebstrap arguments) and of the
 # archives' state (their InRelease files) in RENDERBOX_CACHE_DIR.
+# RENDERBOX_FONTS_DIR, when set, is a directory of the operator's own fonts
+# (.ttf, .otf, .ttc, .pfb, .pfm, .afm, each a plain file; anything else
+# fails the build): they join the tree under /usr/local/share/fonts/operator
+# and its key, so every host built from the same inputs renders alike.
+# The tree's font families are listed in /usr/share/renderbox/fonts.json
+# (the workers publish it; GET /v1/fonts).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +30,15 @@ out=${RENDERBOX_ROOTFS_DIR:-/var/lib/renderbox/rootfs}
 cache=${RENDERBOX_CACHE_DIR:-/var/cache/renderbox}
 
 die() { echo "rootfs/build.sh: $*" >&2; exit 1; }
+fonts=${RENDERBOX_FONTS_DIR:-}
+if [ -n "$fonts" ]; then
+  [ -d "$fonts" ] || die "RENDERBOX_FONTS_DIR $fonts is not a directory"
+  fonts=$(cd "$fonts" && pwd)
+  # Plain font files only: no link out of the directory, nothing that
+  # would run or configure anything in the tree.
+  bad=$(cd "$fonts" && find . -mindepth 1 \( ! -type f ! -type d \) -o \( -type f ! -iregex '.*\.\(ttf\|otf\|ttc\|pfb\|pfm\|afm\)' \) | head -3)
+  [ -z "$bad" ] || die "RENDERBOX_FONTS_DIR holds what is not a font file (.ttf, .otf, .ttc, .pfb, .pfm, .afm): $bad"
+fi
 [ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap needs it to build the tree)"
 command -v mmdebstrap >/dev/null || die "mmdebstrap is missing (try: apt-get install -y mmdebstrap)"
 command -v mkfs.erofs >/dev/null || die "mkfs.erofs is missing (try: apt-get install -y erofs-utils)"
@@ -83,7 +98,9 @@ trap 'rm -rf "$tmpbin"' EXIT
 # The tree's key: the base, the agent and the files this repo adds.
 # This script is part of the key: how the tree is assembled changes it
 # too, and so does the code that rewrites its fontconfig configuration.
-agent_sum=$( (sha256sum "$tmpbin/renderbox-agent" "$0" "$repo/internal/rootfs/fontconfig.go" | cut -d' ' -f1; cd "$here/files" && find . -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-16)
+# The operator's fonts, by path and content, are part of it.
+agent_sum=$( (sha256sum "$tmpbin/renderbox-agent" "$0" "$repo/internal/rootfs/fontconfig.go" | cut -d' ' -f1; cd "$here/files" && find . -type f | LC_ALL=C sort | xargs sha256sum
+  if [ -n "$fonts" ]; then echo operator-fonts; (cd "$fonts" && find . -type f | LC_ALL=C sort | xargs -r sha256sum); fi) | sha256sum | cut -c1-16)
 key="$base_key-$agent_sum"
 dest="$out/$key"
 
@@ -101,6 +118,11 @@ else
   (cd "$here/files" && find . -type f | while read -r f; do
     install -D -m 0644 -o root -g root "$f" "$work/rootfs/$f"
   done)
+  if [ -n "$fonts" ]; then
+    (cd "$fonts" && find . -type f | while read -r f; do
+      install -D -m 0644 -o root -g root "$f" "$work/rootfs/usr/local/share/fonts/operator/$f"
+    done)
+  fi
   # Mount points the sandbox spec uses; the root itself is read-only.
   mkdir -p "$work/rootfs/tmp" "$work/rootfs/proc" "$work/rootfs/dev" "$work/rootfs/sys"
   # The empty file the spec mounts over what a sandbox must not have
@@ -120,6 +142,12 @@ else
   # fresh home) rescan every font — seconds of CPU per Chromium or
   # LibreOffice start.
   chroot "$work/rootfs" /usr/bin/fc-cache --force --system-only >/dev/null
+  # The families a document may name, for GET /v1/fonts (each font's
+  # first family name, as fontconfig matches it).
+  chroot "$work/rootfs" /usr/bin/fc-list --format '%{family[0]}\n' | LC_ALL=C sort -u |
+    chroot "$work/rootfs" /usr/bin/python3 -c 'import json, sys; json.dump({"families": [l.strip() for l in sys.stdin if l.strip()]}, sys.stdout, indent=1)' \
+    > "$work/rootfs/usr/share/renderbox/fonts.json"
+  chmod 0644 "$work/rootfs/usr/share/renderbox/fonts.json"
   # The tree's normal form, which seal, export and import insist on: every
   # entry root's, no setuid, setgid or sticky bit. Nothing in the tree may
   # raise privileges, even if noNewPrivileges were ever lost, or belong to

@@ -2,7 +2,8 @@
 # make bench: the sandbox lifecycle and every renderer against native runs,
 # then, with Redis, a worker and the API started here: the served lines
 # (every family's renderers through the API) with the worker's pool
-# off and pdf-png end to end against the direct sandbox run; then, with the
+# off, the url line (a page of 20 images by url against the same as a ZIP)
+# and pdf-png end to end against the direct sandbox run; then, with the
 # worker stopped, API intake (the API's work alone, not the cores left over
 # by a worker rendering the jobs as they come); then a worker with its pool
 # on and the served lines measured again (warm); then once more with its
@@ -25,8 +26,11 @@ else
 fi
 
 # Intake measures the API, not the per-key rate limit or the queue bound.
+# The url line's page is served by bin/bench on 127.0.0.3, which the
+# worker's broker is allowed to reach (every address here is private).
 # shellcheck source=scripts/stack.sh
-API_ARGS="-rate 1000000 -burst 1000000 -max-queue-depth 1000000 -max-queued-per-key 1000000" WORKER_ARGS="${cold_args[*]}" \
+API_ARGS="-rate 1000000 -burst 1000000 -max-queue-depth 1000000 -max-queued-per-key 1000000 -remote-content" \
+  WORKER_ARGS="${cold_args[*]} -remote-content -remote-allow 127.0.0.3/32" \
   WORKER_METRICS=$metrics LOGS=out/bench-logs source scripts/stack.sh
 bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" -mode cold -intake 0 "$@" | tee out/bench.jsonl
 

@@ -143,7 +143,7 @@ type Server struct {
 	dispatchWake chan struct{}
 	memory       *memoryGuard
 	fetcher      *fetch.Fetcher
-	fetching     *fetchSlots
+	fetching     *fetch.KeySlots
 	once         sync.Once
 }
 
@@ -189,7 +189,7 @@ func (s *Server) init() {
 		if s.Remote.MaxPerKey <= 0 {
 			s.Remote.MaxPerKey = 4
 		}
-		s.fetching = &fetchSlots{n: map[string]int{}, max: s.Remote.MaxPerKey}
+		s.fetching = fetch.NewKeySlots(s.Remote.MaxPerKey)
 		s.fetcher = fetch.New(&egress.Dialer{Policy: s.Remote.Policy, Resolver: s.Remote.Resolver}, s.Remote.Limits, s.metrics.fetches)
 	}
 }
@@ -208,6 +208,7 @@ func (s *Server) Handler() http.Handler {
 	getHead(bare, "/version", s.version)
 	getHead(bare, "/openapi.yaml", s.openapi)
 	getHead(bare, "/v1/renderers", s.renderers)
+	getHead(bare, "/v1/fonts", s.fonts)
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.limitKeyInFlight)
 		r.With(onlyQuery("wait")).Post("/v1/jobs", s.createJob)

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/egress"
@@ -35,38 +34,10 @@ type RemoteContent struct {
 	// Timeout bounds all of one submission's fetches. Default 60s.
 	Timeout time.Duration
 	// MaxPerKey bounds the submissions one key has fetching at once (429
-	// too_many_requests past it). Default 4.
+	// too_many_requests past it), each fetching one URL at a time: the
+	// workers' -remote-max-per-key of the same meaning. Default 4.
 	MaxPerKey int
 }
-
-// fetchSlots counts each key's submissions that are fetching.
-type fetchSlots struct {
-	mu  sync.Mutex
-	n   map[string]int
-	max int
-}
-
-func (f *fetchSlots) take(key string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n[key] >= f.max {
-		return false
-	}
-	f.n[key]++
-	return true
-}
-
-func (f *fetchSlots) give(key string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n[key]--; f.n[key] <= 0 {
-		delete(f.n, key)
-	}
-}
-
-// RemoteContentSetting names the setting that turns download_from on, for
-// the refusal of a server without it.
-const RemoteContentSetting = "-remote-content (RENDERBOX_REMOTE_CONTENT)"
 
 // maxDownloads bounds download_from's entries.
 const maxDownloads = 64

@@ -63,7 +63,7 @@ var consumers atomic.Int64
 
 // apply records ev in the ledger. It is idempotent — the ledger's updates
 // are conditional: a start already recorded, an end after an end, a start
-// after an end change nothing — because an event can be applied twice: a
+// or a sandbox mode after an end change nothing — because an event can be applied twice: a
 // replica that applied it may die before acknowledging it.
 //
 // An error leaves the event unacknowledged, to be retried by any replica.
@@ -80,6 +80,12 @@ func (s *Server) apply(ctx context.Context, ev queue.Event) error {
 	terminal := false
 	switch ev.State {
 	case jobstate.Running:
+		if ev.SandboxMode != "" {
+			// The attempt took its sandbox; applied before the
+			// attempt's start, it records that start too.
+			_, err = s.Ledger.MarkSandbox(ctx, ev.JobID, ev.At, ev.SandboxMode)
+			break
+		}
 		_, err = s.Ledger.MarkRunning(ctx, ev.JobID, ev.At)
 	case jobstate.Queued:
 		// A draining worker gave the attempt back to the queue.

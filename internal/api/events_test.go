@@ -248,3 +248,67 @@ func TestApplyIsIdempotent(t *testing.T) {
 		t.Errorf("renderbox_events_total{outcome=applied}: got %v, want 6 (a no-op is applied too: acknowledged)", n)
 	}
 }
+
+// The job shows how its sandbox was made while it runs, once the worker
+// says it took one, whether that event comes before the attempt's start
+// or after it, once or twice; a late one after the end changes nothing.
+func TestSandboxModeShownWhileRunning(t *testing.T) {
+	q, store := newQueue(t), openLedger(t)
+	ctx := context.Background()
+	secret, key := newKey(t, store)
+	s := &Server{Ledger: store, Queue: q}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	view := func(id string) (v struct {
+		State       string `json:"state"`
+		Attempts    int    `json:"attempts"`
+		SandboxMode string `json:"sandbox_mode"`
+	}) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/jobs/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET /v1/jobs/%s: %d %v", id, resp.StatusCode, err)
+		}
+		return v
+	}
+	t0 := time.Now().Truncate(time.Microsecond)
+	for _, order := range []string{"start first", "sandbox first"} {
+		job, _, err := store.CreateJob(ctx, ledger.Job{Owner: key.ID, Renderer: "html-pdf"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		running := queue.Event{JobID: job.ID, State: "running", At: t0}
+		took := queue.Event{JobID: job.ID, State: "running", At: t0, SandboxMode: "restored"}
+		events := []queue.Event{running, took, took}
+		if order == "sandbox first" {
+			events = []queue.Event{took, running, took}
+		}
+		for i, ev := range events {
+			if err := s.apply(ctx, ev); err != nil {
+				t.Fatalf("%s: event %d: %v", order, i, err)
+			}
+			if v := view(job.ID); v.State != "running" || i > 0 && v.SandboxMode != "restored" {
+				t.Errorf("%s: after event %d: %+v, want running (restored once the sandbox's event is in)", order, i, v)
+			}
+		}
+		if v := view(job.ID); v.Attempts != 1 || v.SandboxMode != "restored" {
+			t.Errorf("%s: %+v, want 1 attempt, restored", order, v)
+		}
+		end := queue.Event{JobID: job.ID, State: "succeeded", At: t0.Add(time.Second), StartedAt: t0, SandboxMode: "restored"}
+		late := queue.Event{JobID: job.ID, State: "running", At: t0, SandboxMode: "cold"}
+		for _, ev := range []queue.Event{end, late} {
+			if err := s.apply(ctx, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if v := view(job.ID); v.State != "succeeded" || v.SandboxMode != "restored" || v.Attempts != 1 {
+			t.Errorf("%s: after the end and a late sandbox event: %+v, want succeeded, restored, 1 attempt", order, v)
+		}
+	}
+}

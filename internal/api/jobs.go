@@ -200,15 +200,15 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	var fetched []fetch.Record
 	if sub.DownloadFrom != nil {
 		if !s.Remote.Enabled {
-			problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not fetch inputs from URLs (download_from); its operator turns that on with "+RemoteContentSetting)
+			problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not fetch inputs from URLs (download_from); its operator turns that on with "+fetch.Setting)
 			return
 		}
-		if !s.fetching.take(key.ID) {
+		if !s.fetching.TryTake(key.ID) {
 			tooManyRequests(w, fmt.Sprintf("this key has %d submissions fetching their input already", s.Remote.MaxPerKey))
 			return
 		}
 		fetched, err = s.download(r.Context(), sub, rd)
-		s.fetching.give(key.ID)
+		s.fetching.Give(key.ID)
 		if err != nil {
 			downloadProblem(w, err, fetched)
 			return
@@ -229,7 +229,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if plan.InputType == render.TypeURL && !s.Remote.Enabled {
-		problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not render pages from URLs (url); its operator turns that on with "+RemoteContentSetting+" on the API and the workers")
+		problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not render pages from URLs (url); its operator turns that on with "+fetch.Setting+" on the API and the workers")
 		return
 	}
 	ctx := r.Context()

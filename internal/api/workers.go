@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/renderbox/renderbox/internal/queue"
@@ -50,4 +51,45 @@ func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
 			AgeSeconds: x.Age.Seconds(), Alive: x.Age <= s.WorkerHeartbeatTimeout})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"workers": list, "heartbeat_timeout_seconds": s.WorkerHeartbeatTimeout.Seconds()})
+}
+
+// fonts answers the font families a document may name: those of the
+// rootfs trees the live workers run (each tree lists its own at build;
+// its workers publish it). Workers on different trees (an upgrade under
+// way) show as several digests, and a family is listed once.
+func (s *Server) fonts(w http.ResponseWriter, r *http.Request) {
+	unavailable := func(detail string) {
+		w.Header().Set("Retry-After", "5")
+		problem(w, http.StatusServiceUnavailable, "unavailable", detail)
+	}
+	ws, err := s.Queue.Workers(r.Context())
+	if err != nil {
+		s.reqLog(r).Error("listing workers", "err", err)
+		unavailable("the workers' heartbeats cannot be read (Redis does not answer); retry later")
+		return
+	}
+	seen := map[string]bool{}
+	digests, families := []string{}, []string{}
+	for _, x := range ws {
+		if x.Age > s.WorkerHeartbeatTimeout || seen[x.RootfsDigest] {
+			continue
+		}
+		seen[x.RootfsDigest] = true
+		fs, err := s.Queue.Fonts(r.Context(), x.RootfsDigest)
+		if err != nil {
+			s.reqLog(r).Error("reading a rootfs's fonts", "rootfs_digest", x.RootfsDigest, "err", err)
+			unavailable("the fonts cannot be read (Redis does not answer); retry later")
+			return
+		}
+		if fs != nil {
+			digests = append(digests, x.RootfsDigest)
+			families = append(families, fs...)
+		}
+	}
+	if len(digests) == 0 {
+		unavailable("no live worker has published its fonts yet (one does as it starts); retry later")
+		return
+	}
+	slices.Sort(families)
+	writeJSON(w, http.StatusOK, map[string]any{"families": slices.Compact(families), "rootfs_digests": digests})
 }

@@ -2,7 +2,9 @@
 // unit tests of package client and of the CLI: it answers with the API's
 // shapes (openapi.yaml) and the API's own catalogue (api.Catalogue), keeps
 // what it was sent, and can be told to refuse or to fail. Jobs render
-// nothing: each poll moves a job on (queued, running, then its end), and a
+// nothing: each poll moves a job on (queued, running, running in a
+// prebooted sandbox, then its end; a long poll, ?wait= over 1, to the
+// end at once), and a
 // succeeded job has one output of a few bytes. Tests of what the renderers
 // make run against the real stack (internal/e2e).
 package apifake
@@ -18,6 +20,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -283,12 +286,18 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j.polls++
+	if wait, _ := strconv.Atoi(r.URL.Query().Get("wait")); wait > 1 && j.polls < 3 {
+		// A long poll answers at the end, as the API's does.
+		j.polls = 3
+	}
 	switch j.polls {
 	case 1:
 		j.body["state"] = "running"
 		j.body["attempts"] = 1
 		j.body["started_at"] = time.Now().UTC().Format(time.RFC3339Nano)
 	case 2:
+		j.body["sandbox_mode"] = "prebooted" // the worker took its sandbox
+	case 3:
 		s.finish(j)
 	}
 	writeJSON(w, http.StatusOK, j.body)
@@ -296,7 +305,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) finish(j *job) {
 	j.body["finished_at"] = time.Now().UTC().Format(time.RFC3339Nano)
-	j.body["sandbox_mode"] = "prebooted" // known once a sandbox ran the job
+	j.body["sandbox_mode"] = "prebooted"
 	fail := s.Fail
 	if fail == nil {
 		fail = damagedPDF
@@ -314,21 +323,24 @@ func (s *Server) finish(j *job) {
 		"name": j.name, "media_type": "application/octet-stream", "size": len(j.output),
 		"sha256": hex.EncodeToString(sum[:]), "url": "/v1/jobs/" + j.body["id"].(string) + "/outputs/" + j.name,
 	}}
-	// A page's references to files the job does not have, as Chromium
-	// renderers report them.
+	// A page's references to files the job does not have, and to other
+	// origins, as Chromium renderers report them.
 	if len(j.sub.Files) > 0 && strings.HasSuffix(j.sub.Files[0].Name, ".html") {
 		have := map[string]bool{}
 		for _, f := range j.sub.Files {
 			have[f.Name] = true
 		}
-		var missing []string
+		var missing, refused []string
 		for _, m := range refs.FindAllStringSubmatch(string(j.sub.Files[0].Data), -1) {
-			if !strings.Contains(m[1], ":") && !have[m[1]] {
+			switch {
+			case strings.Contains(m[1], ":"):
+				refused = append(refused, m[1])
+			case !have[m[1]]:
 				missing = append(missing, "http://page.invalid/"+m[1])
 			}
 		}
-		if len(missing) > 0 {
-			j.body["diagnostics"] = map[string]any{"missing_files": missing}
+		if len(missing)+len(refused) > 0 {
+			j.body["diagnostics"] = map[string]any{"missing_files": missing, "refused_requests": refused}
 		}
 	}
 }

@@ -40,7 +40,6 @@ import (
 	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/cidr"
 	"github.com/renderbox/renderbox/internal/contract"
-	"github.com/renderbox/renderbox/internal/egress"
 	"github.com/renderbox/renderbox/internal/envflag"
 	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/ledger"
@@ -110,30 +109,12 @@ type Config struct {
 	WebhookRetry string
 	// WebhookTimeout bounds one delivery attempt. Default 10s.
 	WebhookTimeout time.Duration
-	// RemoteContent lets jobs name their input by URL (download_from),
-	// fetched by the API under the egress policy. Default false. Env
-	// RENDERBOX_REMOTE_CONTENT. The Remote* fields below bound it.
-	RemoteContent bool
-	// RemoteAllow and RemoteDeny list ranges (CIDRs, comma-separated)
-	// fetches may reach although not public, and may not reach although
-	// public (deny wins). Default none.
-	RemoteAllow, RemoteDeny string
-	// RemoteAllowHosts, when set, are the only hosts fetched from;
-	// RemoteDenyHosts are never fetched from. Host patterns
-	// (example.com, *.example.com), comma-separated. Default none.
-	RemoteAllowHosts, RemoteDenyHosts string
-	// RemoteMaxRequests, RemoteMaxBytes and RemoteMaxResponseBytes bound
-	// one job's fetches: requests (default 500), bytes (50 MiB) and one
-	// response (default RemoteMaxBytes), each response also held to its
-	// renderer's input limit.
-	RemoteMaxRequests      int
-	RemoteMaxBytes         int64
-	RemoteMaxResponseBytes int64
+	// Remote lets jobs name their input by URL (download_from) and take a
+	// url, fetched by the API under the egress policy: fetch.Config, the
+	// workers' settings of the same names. Default off.
+	Remote fetch.Config
 	// RemoteTimeout bounds one job's fetches. Default 60s.
 	RemoteTimeout time.Duration
-	// RemoteMaxPerKey bounds the submissions one key has fetching at
-	// once. Default 4.
-	RemoteMaxPerKey int
 	// Ceilings are the renderers' limits of the operator's own
 	// (render.ParseCeilings); "" keeps the catalogue's.
 	Ceilings string
@@ -177,16 +158,8 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "peers (CIDRs or addresses, comma-separated) whose X-Request-Id is taken as the request's id, e.g. 127.0.0.1 for a proxy on this host (none by default)")
 	fs.StringVar(&c.WebhookRetry, "webhook-retry", "", "wait before each webhook retry, e.g. 5s,30s,2m (default 5s,30s,2m,10m,30m,1h,3h,6h,12h)")
 	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
-	fs.BoolVar(&c.RemoteContent, "remote-content", false, "fetch jobs' inputs from the URLs they name (download_from), on this host, under the egress policy (docs/security.md, \"Fetching on the host\")")
-	fs.StringVar(&c.RemoteAllow, "remote-allow", "", "non-public ranges download_from may reach, e.g. 10.0.0.0/8 (public addresses only by default)")
-	fs.StringVar(&c.RemoteDeny, "remote-deny", "", "ranges download_from may never reach, though public (wins over -remote-allow)")
-	fs.StringVar(&c.RemoteAllowHosts, "remote-allow-hosts", "", "the only hosts download_from fetches from, e.g. files.example.com,*.cdn.example.com (any by default)")
-	fs.StringVar(&c.RemoteDenyHosts, "remote-deny-hosts", "", "hosts download_from never fetches from (wins over -remote-allow-hosts)")
-	fs.IntVar(&c.RemoteMaxRequests, "remote-max-requests", fetch.DefaultMaxRequests, "most requests one job's download_from makes")
-	fs.Int64Var(&c.RemoteMaxBytes, "remote-max-bytes", fetch.DefaultMaxBytes, "most response bytes one job's download_from reads")
-	fs.Int64Var(&c.RemoteMaxResponseBytes, "remote-max-response-bytes", 0, "most bytes of one response (default -remote-max-bytes; each also at most its renderer's input limit)")
+	c.Remote.Bind(fs, "download_from")
 	fs.DurationVar(&c.RemoteTimeout, "remote-timeout", 60*time.Second, "bound on all of one job's download_from fetches")
-	fs.IntVar(&c.RemoteMaxPerKey, "remote-max-per-key", 4, "most submissions one key has fetching their download_from at once (429 past it)")
 	fs.DurationVar(&c.Events.RetryAfter, "event-retry-after", 5*time.Second, "a result event not applied (ledger error, unknown job, a replica that died) is retried by any replica after this")
 	fs.Int64Var(&c.Events.MaxDeliveries, "event-max-deliveries", 10, "a result event not applied after this many deliveries is moved to the dead-letter stream renderbox:events:dead")
 }
@@ -229,15 +202,14 @@ func (c Config) webhooks() (api.Webhooks, error) {
 
 // remote builds the API's download_from settings from the configuration.
 func (c Config) remote() (api.RemoteContent, error) {
-	p, err := egress.ParsePolicy("remote-", c.RemoteAllow, c.RemoteDeny, c.RemoteAllowHosts, c.RemoteDenyHosts)
-	if err != nil {
+	if err := c.Remote.Validate(); err != nil {
 		return api.RemoteContent{}, fmt.Errorf("config: %w", err)
 	}
-	if c.RemoteMaxRequests < 1 || c.RemoteMaxBytes < 1 || c.RemoteMaxResponseBytes < 0 || c.RemoteTimeout < time.Second || c.RemoteMaxPerKey < 1 {
-		return api.RemoteContent{}, errors.New("config: -remote-max-requests, -remote-max-bytes and -remote-max-per-key must be at least 1, -remote-max-response-bytes at least 0 and -remote-timeout at least 1s")
+	if c.RemoteTimeout < time.Second {
+		return api.RemoteContent{}, errors.New("config: -remote-timeout must be at least 1s")
 	}
-	return api.RemoteContent{Enabled: c.RemoteContent, Policy: p, Timeout: c.RemoteTimeout, MaxPerKey: c.RemoteMaxPerKey,
-		Limits: fetch.Limits{MaxRequests: c.RemoteMaxRequests, MaxBytes: c.RemoteMaxBytes, MaxResponseBytes: c.RemoteMaxResponseBytes}}, nil
+	p, _ := c.Remote.Policy()
+	return api.RemoteContent{Enabled: c.Remote.Enabled, Policy: p, Timeout: c.RemoteTimeout, MaxPerKey: c.Remote.MaxPerKey, Limits: c.Remote.Limits()}, nil
 }
 
 // resolveDB settles DB after fs parsed the command line: -db-file's

@@ -52,7 +52,7 @@ func Main(name string, args []string) int {
 	apiURL := fs.String("api", "", "with a running API and worker (make bench starts them): also measure end to end and intake")
 	key := fs.String("key", os.Getenv("RENDERBOX_KEY"), "API key for -api")
 	intake := fs.Int("intake", 2000, "jobs submitted for the intake measurement (enough that the first burst does not dominate; 0 skips it)")
-	only := fs.String("only", "", "run only this part: lifecycle, renderers, served, api (end to end and intake) or intake")
+	only := fs.String("only", "", "run only this part: lifecycle, renderers, served, url, api (end to end and intake) or intake")
 	renderers := fs.String("renderers", "", "renderers part: only these renderers (comma-separated; default all)")
 	mode := fs.String("mode", modeCold, "served lines' mode: cold (the worker's pool is off), warm (on; waits for it to fill) or native-warm (on, the worker started with -unsafe-native-bench)")
 	servedRenderers := fs.String("served-renderers", servedRenderers, "renderers measured through the API (comma-separated)")
@@ -61,6 +61,7 @@ func Main(name string, args []string) int {
 	servedConc := fs.Int("served-concurrency", 4, "served: clients at once in the throughput phase")
 	workerMetrics := fs.String("worker-metrics", "", "the worker's /metrics URL, to see its pool (renderbox_pool_idle)")
 	poolWait := fs.Duration("pool-wait", 2*time.Minute, "warm: longest wait for the pool to refill before a phase")
+	urlOrigin := fs.String("url-origin", "127.0.0.3:0", "url: where the page is served; the worker's -remote-allow must admit it (the line is skipped with -url-origin \"\")")
 	coldFile := fs.String("cold", "", "JSON lines holding this run's earlier served lines (cold, warm); prints the summary: warm over cold and over native-warm")
 	tree := fs.String("rootfs", envOr("RENDERBOX_ROOTFS", "/var/lib/renderbox/rootfs/current"), "built rootfs tree")
 	runsc := fs.String("runsc", os.Getenv("RENDERBOX_RUNSC"), "runsc binary")
@@ -81,7 +82,7 @@ func Main(name string, args []string) int {
 		mode: *mode, renderers: strings.Split(*servedRenderers, ","), serial: max(1, *servedSerial), jobs: max(1, *servedJobs),
 		concurrency: max(1, *servedConc), metrics: *workerMetrics, poolWait: *poolWait, coldFile: *coldFile,
 	}
-	if err := run(context.Background(), opts{n: *n, heavyN: *heavyN, tree: *tree, runsc: *runsc, api: *apiURL, key: *key, intake: *intake, only: *only, renderers: *renderers, served: served}); err != nil {
+	if err := run(context.Background(), opts{n: *n, heavyN: *heavyN, tree: *tree, runsc: *runsc, api: *apiURL, key: *key, intake: *intake, only: *only, renderers: *renderers, served: served, urlOrigin: *urlOrigin}); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
 	}
@@ -103,6 +104,8 @@ type opts struct {
 	// renderers part measures.
 	renderers string
 	served    servedOpts
+	// urlOrigin is where the url line's page is served; "" skips it.
+	urlOrigin string
 }
 
 func run(ctx context.Context, o opts) error {
@@ -175,6 +178,11 @@ func run(ctx context.Context, o opts) error {
 			if l.Failed > 0 && servedErr == nil {
 				servedErr = fmt.Errorf("served: %d %s job(s) failed in %s mode (see its line, and the worker's log)", l.Failed, l.Renderer, l.Mode)
 			}
+		}
+	}
+	if o.api != "" && o.urlOrigin != "" && (o.only == "" || o.only == "url") {
+		if err := benchURL(ctx, out, stamp, newAPIClient(o.api, o.key), o.urlOrigin, o.served.serial); err != nil {
+			return err
 		}
 	}
 	if o.api != "" && (o.only == "" || o.only == "api") {
@@ -272,6 +280,8 @@ func benchCases() []benchCase {
 		{"pdf-stamp", "5-page PDF, a text over every page", samples.PDF("benchmark", 5), false},
 		{"pdf-archive", "5-page PDF to PDF/A-2b", samples.PDF("benchmark", 5), false},
 		{"pdf-optimize", "5-page PDF, images at 150 dpi", samples.PDF("benchmark", 5), false},
+		{"pdf-bookmarks", "5-page PDF, read", samples.PDF("benchmark", 5), false},
+		{"pdf-attach", "5-page PDF and an XML file to embed", samples.AttachJob(5), false},
 	}
 }
 

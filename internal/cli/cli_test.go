@@ -79,8 +79,9 @@ func fileNames(s apifake.Submission) string {
 const sitePage = `<link rel="stylesheet" href="css/style.css"><h1>Hi</h1><img src="img/logo.png">`
 
 // The README's example: flags after the file work; the outputs land in
-// -o and their paths are printed; progress goes queued, running, then
-// succeeded with the sandbox's mode and the time taken.
+// -o and their paths are printed; progress goes queued, running, running
+// in its sandbox (its mode shown once taken), then succeeded, each with
+// the time taken.
 func TestFlagsAnywhere(t *testing.T) {
 	api := apifake.Start("rb_cli")
 	defer api.Close()
@@ -98,7 +99,7 @@ func TestFlagsAnywhere(t *testing.T) {
 	if fileNames(sub) != "report.html" || sub.Fields["options"] != `{"paper":"a4"}` || sub.Fields["output_name"] != "report" {
 		t.Errorf("sent %q %q", fileNames(sub), sub.Fields)
 	}
-	for _, want := range []string{": queued after ", ": running after ", ": succeeded (sandbox prebooted) after "} {
+	for _, want := range []string{": queued after ", ": running after ", ": running (pre-booted sandbox) after ", ": succeeded (pre-booted sandbox) after "} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("progress %q lacks %q", stderr, want)
 		}
@@ -138,7 +139,8 @@ func TestHelp(t *testing.T) {
 }
 
 // Files keep the paths given; a directory goes as its tree, index.html
-// first; what the page misses is a warning, and an error with -strict.
+// first; what the page misses, and its requests refused, are warnings,
+// and an error with -strict.
 func TestFilesKeepTheirPaths(t *testing.T) {
 	api := apifake.Start("rb_cli")
 	defer api.Close()
@@ -165,6 +167,15 @@ func TestFilesKeepTheirPaths(t *testing.T) {
 	}
 	if _, stderr, code := cli(t, api, "render", "-strict", "-r", "html-pdf", "index.html", "-o", "../out"); code != ExitWarnings || !strings.Contains(stderr, "css/style.css") {
 		t.Errorf("-strict with missing files: exit %d %q, want %d", code, stderr, ExitWarnings)
+	}
+	// A request off the page's origin, refused: the same.
+	writeFiles(t, dir, map[string]string{"site/tracker.html": `<h1>Hi</h1><img src="https://tracker.example/p.gif">`})
+	_, stderr, code = cli(t, api, "render", "-r", "html-pdf", "tracker.html", "-o", "../out")
+	if code != 0 || !strings.Contains(stderr, "warning: the page's request for https://tracker.example/p.gif was refused") {
+		t.Errorf("a refused request: exit %d %q, want 0 with a warning naming it", code, stderr)
+	}
+	if _, stderr, code := cli(t, api, "render", "-strict", "-r", "html-pdf", "tracker.html", "-o", "../out"); code != ExitWarnings || !strings.Contains(stderr, "tracker.example") {
+		t.Errorf("-strict with a refused request: exit %d %q, want %d", code, stderr, ExitWarnings)
 	}
 }
 

@@ -322,13 +322,7 @@ func (p *progress) draw() {
 }
 
 func (p *progress) show(j *client.Job) {
-	line := fmt.Sprintf("%s: %s", p.id, j.State)
-	if j.Attempts > 1 {
-		line += fmt.Sprintf(" (attempt %d)", j.Attempts)
-	}
-	if j.SandboxMode != "" {
-		line += fmt.Sprintf(" (sandbox %s)", j.SandboxMode)
-	}
+	line := p.id + ": " + progressLine(j)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	changed := line != p.last
@@ -339,6 +333,23 @@ func (p *progress) show(j *client.Job) {
 	case changed:
 		fmt.Fprintf(p.w, "%s after %.1fs\n", line, time.Since(p.start).Seconds())
 	}
+}
+
+// progressLine is the job's state, its attempt after the first and, once
+// the attempt took its sandbox, how that was made: "running (restored
+// sandbox)", "succeeded (attempt 2, cold sandbox)".
+func progressLine(j *client.Job) string {
+	var notes []string
+	if j.Attempts > 1 {
+		notes = append(notes, fmt.Sprintf("attempt %d", j.Attempts))
+	}
+	if j.SandboxMode != "" {
+		notes = append(notes, strings.Replace(j.SandboxMode, "prebooted", "pre-booted", 1)+" sandbox")
+	}
+	if len(notes) == 0 {
+		return string(j.State)
+	}
+	return fmt.Sprintf("%s (%s)", j.State, strings.Join(notes, ", "))
 }
 
 func (p *progress) done() {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,32 @@ func TestChainThroughTheAPI(t *testing.T) {
 	}
 
 	checkOptimizeSize(t, c, key)
+	checkFonts(t, c)
+}
+
+// checkFonts: GET /v1/fonts lists the rootfs's families, as the worker
+// published them: Word's metric twins and Noto's core scripts among them.
+func checkFonts(t *testing.T, c *client) {
+	t.Helper()
+	var fonts struct {
+		Families      []string `json:"families"`
+		RootfsDigests []string `json:"rootfs_digests"`
+	}
+	waitFor(t, "the worker to publish its fonts", 20*time.Second, func() bool {
+		r := c.do("GET", "/v1/fonts", "", "", nil, nil)
+		if r.Status == 200 {
+			r.json(t, &fonts)
+		}
+		return r.Status == 200
+	})
+	for _, f := range []string{"Carlito", "Caladea", "Noto Sans Devanagari", "Noto Sans Thai", "DejaVu Sans"} {
+		if !slices.Contains(fonts.Families, f) {
+			t.Errorf("GET /v1/fonts lists %d families and not %q", len(fonts.Families), f)
+		}
+	}
+	if len(fonts.RootfsDigests) != 1 {
+		t.Errorf("GET /v1/fonts: rootfs digests %v, want the one worker's", fonts.RootfsDigests)
+	}
 }
 
 // sizeOf reads a job's diagnostics.size.

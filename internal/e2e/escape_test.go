@@ -23,6 +23,18 @@ func TestEscapeProbeRunsAsAJob(t *testing.T) {
 	if j.State != "succeeded" || len(j.Outputs) != 1 || j.Outputs[0].Name != "escapes.json" {
 		t.Fatalf("probe job = %s %+v %+v, want succeeded with escapes.json", j.State, j.Error, j.Outputs)
 	}
+	checkEscapeReport(t, c, key, j)
+	// The worker is unharmed and nothing is left behind.
+	if _, next := submitJSON(t, c, key, "svg-png", samples.SVG(20, 20, 0, 0, 5), nil, "?wait=30", nil); next.State != "succeeded" {
+		t.Errorf("the job after the probe: %s %+v", next.State, next.Error)
+	}
+	waitSandboxesGone(t, s)
+}
+
+// checkEscapeReport fails t for each escape attempt of a sandbox-probe
+// job's report (escapes.json) that was not refused or contained.
+func checkEscapeReport(t *testing.T, c *client, key string, j jobJSON) {
+	t.Helper()
 	out := c.do("GET", j.Outputs[0].URL, key, "", nil, nil)
 	var attempts []wire.Attempt
 	if err := json.Unmarshal(out.Body, &attempts); err != nil {
@@ -36,9 +48,4 @@ func TestEscapeProbeRunsAsAJob(t *testing.T) {
 			t.Logf("%-50s %s", ch.Name, ch.Detail)
 		}
 	}
-	// The worker is unharmed and nothing is left behind.
-	if _, next := submitJSON(t, c, key, "svg-png", samples.SVG(20, 20, 0, 0, 5), nil, "?wait=30", nil); next.State != "succeeded" {
-		t.Errorf("the job after the probe: %s %+v", next.State, next.Error)
-	}
-	waitSandboxesGone(t, s)
 }

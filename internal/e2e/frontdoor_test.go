@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -126,7 +127,8 @@ func TestClientExamples(t *testing.T) {
 
 // renderbox render -r html-pdf site/ sends the directory as its tree:
 // the PDF has the stylesheet applied and the image drawn, with no
-// warning; the progress shows the job running and the sandbox's mode.
+// warning; the progress shows the job running in its sandbox, the
+// sandbox's mode named, before it succeeds.
 func TestCLISite(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	key := s.key("cli-site")
@@ -150,10 +152,13 @@ func TestCLISite(t *testing.T) {
 	if code != 0 || strings.Contains(stderr, "warning") {
 		t.Fatalf("renderbox render -r html-pdf site/: exit %d\n%s%s", code, stdout, stderr)
 	}
-	for _, want := range []string{": queued after", ": running after", ": succeeded (sandbox "} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("progress %q lacks %q", stderr, want)
-		}
+	// The worker reports the sandbox it took while the page waits: the
+	// job is seen running in it, its mode named, before it succeeds.
+	running := regexp.MustCompile(`: running \((cold|pre-booted|restored) sandbox\) after \d+\.\ds\n`).FindStringIndex(stderr)
+	succeeded := regexp.MustCompile(`: succeeded \((cold|pre-booted|restored) sandbox\) after \d+\.\ds\n`).FindStringIndex(stderr)
+	t.Logf("renderbox render -r html-pdf site/ printed:\n%s", stderr)
+	if !strings.Contains(stderr, ": queued after") || running == nil || succeeded == nil || running[0] > succeeded[0] {
+		t.Errorf("progress %q: want queued, then running (MODE sandbox), then succeeded (MODE sandbox), each after its seconds", stderr)
 	}
 	pdf, err := os.ReadFile(strings.TrimSpace(stdout))
 	if err != nil {

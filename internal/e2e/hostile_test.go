@@ -55,6 +55,26 @@ type corpusEnv struct {
 	Secret   string   // a marker in another tenant's job
 }
 
+// openCanaries opens a canary on each of addrs that can be listened on,
+// names them in env.Canaries, and draws env.Secret.
+func (env *corpusEnv) openCanaries(t *testing.T, addrs ...string) []*sandbox.Canary {
+	var canaries []*sandbox.Canary
+	for _, a := range addrs {
+		cn, err := sandbox.NewCanary(a)
+		if err != nil {
+			t.Logf("no canary on %s: %v", a, err)
+			continue
+		}
+		t.Cleanup(func() { cn.Close() })
+		canaries = append(canaries, cn)
+		env.Canaries = append(env.Canaries, cn.Addr())
+	}
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	env.Secret = "SECRET" + hex.EncodeToString(b)
+	return canaries
+}
+
 // loadCorpus reads testdata/hostile/corpus.json and its files.
 func loadCorpus(t *testing.T, env corpusEnv) []hostileCase {
 	dir := filepath.Join("..", "..", "testdata", "hostile")
@@ -229,10 +249,14 @@ func pdfOperationCases(t *testing.T) []hostileCase {
 		// fails the job or is repaired.
 		{name: "pdf-stamp with a corrupt pdf as its mark", renderer: "pdf-stamp", input: archive(0o644, [2][]byte{[]byte("doc.pdf"), pdf}, [2][]byte{[]byte("mark.pdf"), corrupt}),
 			want: []string{"succeeded", "failed:render_failed"}, door: door},
+		{name: "pdf-attach of a corrupt pdf", renderer: "pdf-attach", input: archive(0o644, [2][]byte{[]byte("doc.pdf"), corrupt}, [2][]byte{[]byte("data.xml"), []byte("<x/>")}),
+			want: []string{"succeeded", "failed:render_failed"}, door: door},
+		{name: "pdf-attach of a pdf with a truncated pdf to embed", renderer: "pdf-attach", input: archive(0o644, [2][]byte{[]byte("doc.pdf"), pdf}, [2][]byte{[]byte("other.pdf"), pdf[:len(pdf)/2]}),
+			want: []string{"succeeded"}, door: door},
 		{name: "pdf-watermark with a truncated pdf as its mark", renderer: "pdf-watermark", input: archive(0o644, [2][]byte{[]byte("doc.pdf"), pdf}, [2][]byte{[]byte("mark.pdf"), pdf[:len(pdf)/2]}),
 			want: []string{"succeeded", "failed:render_failed"}, door: door},
 	}
-	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive", "pdf-optimize"} {
+	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive", "pdf-optimize", "pdf-bookmarks"} {
 		var opts map[string]any
 		switch name {
 		case "pdf-protect":
@@ -262,23 +286,10 @@ func TestHostileCorpus(t *testing.T) {
 	key := s.key("mallory")
 	extractor := testenv.Manager(t, sandbox.Config{})
 
-	var canaries []*sandbox.Canary
 	env := corpusEnv{StateDir: s.workerSB.StateDir}
-	for _, a := range []string{"127.0.0.1:0", "127.0.0.2:0", "[::1]:0"} {
-		cn, err := sandbox.NewCanary(a)
-		if err != nil {
-			t.Logf("no canary on %s: %v", a, err)
-			continue
-		}
-		t.Cleanup(func() { cn.Close() })
-		canaries = append(canaries, cn)
-		env.Canaries = append(env.Canaries, cn.Addr())
-	}
+	canaries := env.openCanaries(t, "127.0.0.1:0", "127.0.0.2:0", "[::1]:0")
 	// Another tenant's job, running alongside, whose input the hostile
 	// pages try to read.
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	env.Secret = "SECRET" + hex.EncodeToString(b)
 	victimKey := s.key("victim")
 	_, victim := submitJSON(t, c, victimKey, "html-pdf", samples.HTML("Victim", env.Secret), nil, "", nil)
 

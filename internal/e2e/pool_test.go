@@ -4,15 +4,12 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
-	"github.com/renderbox/renderbox/internal/wire"
 )
 
 // poolArgs turn the worker's pool on: one Chromium restored from a
@@ -50,16 +47,7 @@ func TestEscapeProbeFromAPooledSandbox(t *testing.T) {
 	if j.SandboxMode != sandbox.ModePrebooted {
 		t.Errorf("the probe ran in a %q sandbox, want prebooted", j.SandboxMode)
 	}
-	var attempts []wire.Attempt
-	if err := json.Unmarshal(c.do("GET", j.Outputs[0].URL, key, "", nil, nil).Body, &attempts); err != nil {
-		t.Fatal(err)
-	}
-	r, _ := render.LookupWithDiagnostics("sandbox-probe")
-	for _, ch := range sandbox.CheckEscapes(attempts, r.Limits) {
-		if !ch.Pass {
-			t.Errorf("%s: %s", ch.Name, ch.Detail)
-		}
-	}
+	checkEscapeReport(t, c, key, j)
 	// A restored Chromium prints, and says so.
 	_, h := submitJSON(t, c, key, "html-pdf", samples.HTMLTable(30), nil, "?wait=60", nil)
 	if h.State != "succeeded" || h.SandboxMode != sandbox.ModeRestored {

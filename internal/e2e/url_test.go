@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"archive/zip"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/renderbox/renderbox/internal/samples"
 )
 
 // pageOrigin serves a page that pulls a stylesheet, a web font, an image,
@@ -57,10 +58,14 @@ body { margin: 0; } div, img, iframe { position: absolute; top: 0; width: 100px;
 		"/font.ttf":   {"font/ttf", string(font)},
 		"/scheme.html": {"text/html", `<!doctype html><style>body { margin: 0; background: rgb(255, 255, 255); }
 @media (prefers-color-scheme: dark) { body { background: rgb(0, 0, 0); } }</style><body></body>`},
-		"/big.html":     {"text/html", `<!doctype html><body><img src="/big.png"></body>`},
-		"/big.png":      {"image/png", strings.Repeat("x", 900_000)},
-		"/trickle.html": {"text/html", `<!doctype html><body><img src="/trickle.png"></body>`},
-		"/cookies.html": {"text/html", `<!doctype html><body><img src="` + third + `/pixel.png"></body>`},
+		"/big.html": {"text/html", `<!doctype html><body><img src="/big.png"></body>`},
+		"/twice.html": {"text/html", `<!doctype html><head><link rel="stylesheet" href="/style.css"><link rel="stylesheet" href="/style.css"></head>
+<body><img src="/green.png"><img src="/green.png"><script>document.body.appendChild(Object.assign(new Image(), {src: "/green.png"}));</script>
+<iframe src="/twice-frame.html"></iframe></body>`},
+		"/twice-frame.html": {"text/html", `<!doctype html><link rel="stylesheet" href="/style.css"><body><img src="/green.png"></body>`},
+		"/big.png":          {"image/png", strings.Repeat("x", 900_000)},
+		"/trickle.html":     {"text/html", `<!doctype html><body><img src="/trickle.png"></body>`},
+		"/cookies.html":     {"text/html", `<!doctype html><body><img src="` + third + `/pixel.png"></body>`},
 		"/refusals.html": {"text/html", `<!doctype html><body style="background:rgb(0,200,0)">
 <img src="file:///etc/passwd"><img src="` + canary + `/loopback.png"><img src="http://169.254.169.254/latest/meta-data/">
 <img src="/redirect.png"></body>`},
@@ -180,11 +185,12 @@ type urlJobView struct {
 		RefusedRequests []string `json:"refused_requests"`
 		MissingFiles    []string `json:"missing_files"`
 		Fetched         []struct {
-			URL     string `json:"url"`
-			Status  int    `json:"status"`
-			Bytes   int64  `json:"bytes"`
-			Ms      int64  `json:"ms"`
-			Refused string `json:"refused"`
+			URL       string `json:"url"`
+			Status    int    `json:"status"`
+			Bytes     int64  `json:"bytes"`
+			Ms        int64  `json:"ms"`
+			Refused   string `json:"refused"`
+			FromCache *bool  `json:"from_cache"`
 		} `json:"fetched"`
 	} `json:"diagnostics"`
 }
@@ -301,6 +307,31 @@ func TestURLPageEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("nothing is answered from a cache", func(t *testing.T) {
+		css, png := hits("/style.css"), hits("/green.png")
+		_, j := submitURL(t, c, key, "html-png", base+"/twice.html", map[string]any{"width": 100, "height": 100, "javascript": true})
+		if j.State != "succeeded" {
+			t.Fatalf("job %s %+v", j.State, j.Error)
+		}
+		// The page uses each asset three times and its iframe once more:
+		// one request per document, each reaching the origin through the
+		// host (no cache answers one: fetch.Record.FromCache).
+		if dc, dp := hits("/style.css")-css, hits("/green.png")-png; dc != 2 || dp != 2 {
+			t.Errorf("the origin served the stylesheet %d and the image %d times, want twice each (once a document)", dc, dp)
+		}
+		var listed []string
+		for _, f := range j.Diagnostics.Fetched {
+			listed = append(listed, f.URL[len(base):])
+			if f.FromCache == nil || *f.FromCache {
+				t.Errorf("a record says from_cache %v, want false: %+v", f.FromCache, f)
+			}
+		}
+		slices.Sort(listed)
+		if want := []string{"/green.png", "/green.png", "/style.css", "/style.css", "/twice-frame.html", "/twice.html"}; !slices.Equal(listed, want) {
+			t.Errorf("fetched %v, want %v", listed, want)
+		}
+	})
+
 	t.Run("secrets go to the page's host only", func(t *testing.T) {
 		for len(uaSeen) > 0 {
 			<-uaSeen
@@ -409,31 +440,15 @@ func TestURLPageCostPerSubresource(t *testing.T) {
 		t.Skip("a measurement: RENDERBOX_URL_FIGURES=1 runs it")
 	}
 	const n = 20
-	var page strings.Builder
-	page.WriteString(`<!doctype html><body style="margin:0">`)
+	site := samples.ImagePage(n)
 	files := map[string][]byte{}
-	for i := range n {
-		var b bytes.Buffer
-		img := image.NewRGBA(image.Rect(0, 0, 40, 40))
-		for j := range img.Pix {
-			img.Pix[j] = byte(i*10 + j%4)
-		}
-		_ = png.Encode(&b, img)
-		name := fmt.Sprintf("img%d.png", i)
-		files["/"+name] = b.Bytes()
-		fmt.Fprintf(&page, `<img src="%s">`, name)
+	for name, b := range site.Files {
+		files["/"+name] = b
 	}
-	files["/index.html"] = []byte(page.String())
 	base, _ := fileServer(t, "127.0.0.3", files, nil)
 	s := newStack(t, stackOpts{apiArgs: []string{"-remote-content"}, workerArgs: []string{"-remote-content", "-remote-allow", "127.0.0.3/32"}})
 	c, key := s.client, s.key("figures")
-	var zb bytes.Buffer
-	zw := zip.NewWriter(&zb)
-	for name, b := range files {
-		w, _ := zw.Create(strings.TrimPrefix(name, "/"))
-		_, _ = w.Write(b)
-	}
-	_ = zw.Close()
+	zipped := site.Zip()
 	runTime := func(id string) time.Duration {
 		var j struct {
 			StartedAt, FinishedAt time.Time
@@ -457,7 +472,7 @@ func TestURLPageCostPerSubresource(t *testing.T) {
 			t.Fatalf("url: %s %+v", j.State, j.Error)
 		}
 		byURL = append(byURL, runTime(j.ID))
-		r, jz := submitJSON(t, c, key, "html-png", zb.Bytes(), nil, "?wait=60", nil)
+		r, jz := submitJSON(t, c, key, "html-png", zipped, nil, "?wait=60", nil)
 		if r.Status >= 300 || jz.State != "succeeded" {
 			t.Fatalf("zip: %d %s", r.Status, r.Body)
 		}

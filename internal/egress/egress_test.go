@@ -118,11 +118,6 @@ func serve(t *testing.T, addr string, h http.HandlerFunc) *httptest.Server {
 	return srv
 }
 
-func port(addr string) string {
-	_, p, _ := net.SplitHostPort(addr)
-	return p
-}
-
 func get(t *testing.T, c *http.Client, u string) (string, error) {
 	t.Helper()
 	resp, err := c.Get(u)
@@ -142,7 +137,7 @@ func TestClientReachesAnExplicitlyAllowedAddressOnly(t *testing.T) {
 	}
 	def := NewClient(&Dialer{}, TransportOptions{})
 	canary := testenv.Canary(t, "127.0.0.1:0")
-	for _, u := range []string{"http://" + canary.Addr() + "/", "http://localhost:" + port(canary.Addr()) + "/"} {
+	for _, u := range []string{"http://" + canary.Addr() + "/", "http://localhost:" + testenv.Port(canary.Addr()) + "/"} {
 		if _, err := get(t, def, u); !errors.Is(err, ErrRefused) || ReasonOf(err) != ReasonAddress {
 			t.Errorf("%s: %v, want refused for its address", u, err)
 		}
@@ -160,7 +155,7 @@ func TestPublicNameResolvingToPrivateIsRefused(t *testing.T) {
 		return []netip.Addr{netip.MustParseAddr("::ffff:127.0.0.1"), netip.MustParseAddr("169.254.169.254")}, nil
 	})
 	c := NewClient(&Dialer{Resolver: res}, TransportOptions{})
-	_, err := get(t, c, "http://www.public-looking.test:"+port(canary.Addr())+"/")
+	_, err := get(t, c, "http://www.public-looking.test:"+testenv.Port(canary.Addr())+"/")
 	if !errors.Is(err, ErrRefused) || ReasonOf(err) != ReasonAddress {
 		t.Fatalf("got %v, want refused for its address", err)
 	}
@@ -174,27 +169,13 @@ func TestPublicNameResolvingToPrivateIsRefused(t *testing.T) {
 	}
 }
 
-// rebinder answers the first lookup with first and every later one with
-// rest: a name server that passes the check, then points elsewhere.
-type rebinder struct {
-	first, rest netip.Addr
-	n           atomic.Int32
-}
-
-func (r *rebinder) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
-	if r.n.Add(1) == 1 {
-		return []netip.Addr{r.first}, nil
-	}
-	return []netip.Addr{r.rest}, nil
-}
-
 func TestRebindingNameReachesOnlyTheCheckedAddress(t *testing.T) {
 	srv := serve(t, "127.0.0.2:0", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	canary := testenv.Canary(t, "127.0.0.1:"+port(srv.Listener.Addr().String()))
-	res := &rebinder{first: netip.MustParseAddr("127.0.0.2"), rest: netip.MustParseAddr("127.0.0.1")}
+	canary := testenv.Canary(t, "127.0.0.1:"+testenv.Port(srv.Listener.Addr().String()))
+	res := &testenv.Rebinder{First: netip.MustParseAddr("127.0.0.2"), Rest: netip.MustParseAddr("127.0.0.1")}
 	d := &Dialer{Policy: Policy{Allow: mustCIDRs(t, "127.0.0.2")}, Resolver: res}
 	c := NewClient(d, TransportOptions{})
-	u := "http://rebind.test:" + port(canary.Addr()) + "/"
+	u := "http://rebind.test:" + testenv.Port(canary.Addr()) + "/"
 	if body, err := get(t, c, u); err != nil || body != "ok" {
 		t.Fatalf("first fetch: %q %v", body, err)
 	}

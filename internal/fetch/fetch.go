@@ -125,6 +125,9 @@ type Fetcher struct {
 	policy  egress.Policy
 	limits  Limits
 	metrics *Metrics
+	// perKey, when set, bounds each key's fetches in flight across its
+	// sessions (SessionOf); they wait for a slot.
+	perKey *KeySlots
 }
 
 // New returns a Fetcher dialing through d, each job bounded by l; m may be
@@ -180,11 +183,22 @@ type Record struct {
 	Ms        int64    `json:"ms"`
 	Refused   string   `json:"refused,omitempty"` // the refusal's reason
 	Error     string   `json:"error,omitempty"`
+	// FromCache says whether a cache answered the request instead of
+	// its origin. It is false for every record, and recorded so that a
+	// reader need not guess: the host keeps no cache, and its answers to
+	// a page tell Chromium to store none of them (Cache-Control:
+	// no-store), so every request a URL page makes reaches the host and is
+	// a record here. A resource a page uses twice in one document is one
+	// request (Chromium reuses it without asking anyone); in another
+	// document (an iframe) it is asked for again (TestURLPageEndToEnd,
+	// "nothing is answered from a cache").
+	FromCache bool `json:"from_cache"`
 }
 
 // Session is one job's fetches: its budget and its records.
 type Session struct {
 	f        *Fetcher
+	key      string
 	mu       sync.Mutex
 	requests int
 	bytes    int64
@@ -193,6 +207,10 @@ type Session struct {
 
 // Session starts a job's budget.
 func (f *Fetcher) Session() *Session { return &Session{f: f} }
+
+// SessionOf starts the budget of a job of key: its fetches also wait for
+// one of key's slots when the fetcher bounds keys (Config.MaxPerKey).
+func (f *Fetcher) SessionOf(key string) *Session { return &Session{f: f, key: key} }
 
 // Records are the fetches so far.
 func (s *Session) Records() []Record {
@@ -229,6 +247,15 @@ type Response struct {
 // read; its status is in Response and the error says it. Errors from w
 // are returned as they are.
 func (s *Session) Fetch(ctx context.Context, req Request, w io.Writer) (*Response, error) {
+	if slots := s.f.perKey; slots != nil {
+		// The wait is not the fetch's: its ms start once the slot is had.
+		if err := slots.Take(ctx, s.key); err != nil {
+			err = fmt.Errorf("waiting for one of its key's fetches to end: %s", deadlineWords(ctx))
+			s.refuse(Record{URL: Redact(req.URL), Error: err.Error()})
+			return nil, err
+		}
+		defer slots.Give(s.key)
+	}
 	start := time.Now()
 	rec := Record{URL: Redact(req.URL)}
 	f := &inFlight{s: s}

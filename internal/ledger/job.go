@@ -29,7 +29,8 @@ type Job struct {
 	ErrorMessage string
 	Attempts     int // how many times a worker started the job
 	// SandboxMode is how the sandbox of the job's last attempt was made:
-	// cold, prebooted or restored; "" until a sandbox ran it.
+	// cold, prebooted or restored; "" until that attempt took one
+	// (MarkSandbox), and on an end before any sandbox.
 	SandboxMode string
 	// Worker is the name of the worker that reported the job's end, and
 	// RootfsDigest the digest of the rootfs tree it ran; "" when no worker

@@ -85,6 +85,13 @@ type Store interface {
 	// reports false, changing nothing, when the job is already terminal
 	// or this start (the same at) is already recorded.
 	MarkRunning(ctx context.Context, id string, at time.Time) (bool, error)
+	// MarkSandbox records mode, how the sandbox that the attempt started
+	// at started took was made (cold, prebooted, restored), while that
+	// attempt runs; applied before the attempt's MarkRunning, it records
+	// the start as well. It reports false, changing nothing, when the job
+	// is terminal, the attempt was given back or a later one started, or
+	// the mode is already recorded.
+	MarkSandbox(ctx context.Context, id string, started time.Time, mode string) (bool, error)
 	// MarkQueued records that the attempt that started at or before at was
 	// given back to the queue (its worker drained) and the job waits for
 	// another. It reports false, changing nothing, unless the job is

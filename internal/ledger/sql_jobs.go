@@ -230,14 +230,35 @@ func (s *sqlStore) ListJobs(ctx context.Context, owner string, opts ListOptions)
 // The same start recorded again (at equal to StartedAt: a result event
 // delivered twice, once to a replica that died before acknowledging it) is
 // also false and changes nothing, so an attempt is never counted twice.
+// A new attempt has no sandbox yet: the last one's mode is cleared.
 func (s *sqlStore) MarkRunning(ctx context.Context, id string, at time.Time) (bool, error) {
 	if at.IsZero() {
 		at = now()
 	}
 	return s.transition(ctx, id, jobstate.Running,
-		"UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = $1 WHERE id = $2 AND state IN "+live+
+		"UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = $1, sandbox_mode = '' WHERE id = $2 AND state IN "+live+
 			" AND (started_at IS NULL OR started_at <> $1)",
 		toNanos(at), id)
+}
+
+// MarkSandbox records the mode of the sandbox that the attempt started at
+// started took. Its event may be applied before that attempt's running
+// event (a replica failed the one and another applied the other), so it
+// records the start too when none as late is recorded, as MarkRunning
+// would; the running event then finds its start recorded and changes
+// nothing. An attempt given back to the queue, a later attempt and an end
+// stand: false, nothing changed. So is the same mode recorded again.
+func (s *sqlStore) MarkSandbox(ctx context.Context, id string, started time.Time, mode string) (bool, error) {
+	if started.IsZero() || mode == "" {
+		return false, fmt.Errorf("mark job %s's sandbox: want its attempt's start and the mode: %w", id, ErrInvalid)
+	}
+	return s.transition(ctx, id, jobstate.Running, `UPDATE jobs
+		SET state = 'running', sandbox_mode = $2,
+			attempts = attempts + CASE WHEN started_at IS DISTINCT FROM $1 THEN 1 ELSE 0 END,
+			started_at = $1
+		WHERE id = $3 AND state IN `+live+` AND (started_at IS NULL OR started_at < $1
+			OR state = 'running' AND started_at = $1 AND sandbox_mode <> $2)`,
+		toNanos(started), storedText(mode), id)
 }
 
 // transition runs update, a guarded UPDATE of job id's row, and reports
@@ -262,10 +283,11 @@ func (s *sqlStore) transition(ctx context.Context, id string, state jobstate.Sta
 // MarkQueued moves job id from running back to queued when its recorded
 // attempt started no later than at. StartedAt stays (the attempt that was
 // given back), so that its running event, delivered again, is still
-// recognised as recorded by MarkRunning.
+// recognised as recorded by MarkRunning (and by MarkSandbox); its sandbox
+// is gone, and so is its mode.
 func (s *sqlStore) MarkQueued(ctx context.Context, id string, at time.Time) (bool, error) {
 	return s.transition(ctx, id, jobstate.Queued,
-		"UPDATE jobs SET state = 'queued' WHERE id = $1 AND state = 'running' AND started_at <= $2", id, toNanos(at))
+		"UPDATE jobs SET state = 'queued', sandbox_mode = '' WHERE id = $1 AND state = 'running' AND started_at <= $2", id, toNanos(at))
 }
 
 // Finish moves job id from queued or running to opts.State. Only the first

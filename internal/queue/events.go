@@ -31,7 +31,9 @@ type Event struct {
 	// start and runs every sandbox on.
 	RootfsDigest string `json:"rootfs_digest,omitempty"`
 	// SandboxMode is how the job's sandbox was made: cold, prebooted or
-	// restored.
+	// restored. A running event that carries it is sent once the attempt
+	// took its sandbox, after the one that began the attempt, and repeats
+	// that one's At.
 	SandboxMode string `json:"sandbox_mode,omitempty"`
 	// Diagnostics is what the job's page asked for and could not have,
 	// and the errors it logged; nil when nothing.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -115,18 +116,69 @@ func storedParts(input []byte, renderer string, maxFiles int, accept func(i int,
 }
 
 // mergeSteps concatenates the inputs' pages in order into a new document.
-func mergeSteps(in inputFile) []wire.Step {
+func mergeSteps(in inputFile, v Values) ([]wire.Step, error) {
 	argv := qpdfArgv("--empty", "--pages")
-	if len(in.Files) == 0 {
-		argv = append(argv, in.Path)
+	inputs := []string{in.Path}
+	names := []string{in.Name}
+	if len(in.Files) > 0 {
+		inputs, names = nil, nil
 	}
 	for _, f := range in.Files {
 		// An absolute path: qpdf never reads it as an option, a page
 		// range or a file of arguments.
-		argv = append(argv, in.Site+"/"+f)
+		inputs, names = append(inputs, in.Site+"/"+f), append(names, f)
 	}
-	return []wire.Step{{Argv: append(argv, "--", wire.OutputDir+"/output.pdf")}}
+	argv = append(argv, inputs...)
+	var titles []string
+	if t := v.String("titles"); t != "" {
+		titles = strings.Split(t, "\n")
+		if len(titles) != len(inputs) {
+			return nil, fmt.Errorf("%w: titles has %d lines and the job %d files: one title a file, in their order", ErrInvalidOptions, len(titles), len(inputs))
+		}
+	} else if v.Bool("bookmarks") {
+		for _, n := range names {
+			titles = append(titles, strings.TrimSuffix(path.Base(n), path.Ext(n)))
+		}
+	}
+	if titles == nil {
+		return []wire.Step{{Argv: append(argv, "--", wire.OutputDir+"/output.pdf")}}, nil
+	}
+	// The titles go to the script as data, never as code or arguments.
+	data, err := json.Marshal(map[string]any{"inputs": inputs, "titles": titles})
+	if err != nil {
+		return nil, err
+	}
+	merged, outline := wire.WorkDir+"/merged.pdf", wire.WorkDir+"/outline.json"
+	return []wire.Step{
+		{Argv: append(argv, "--", merged)},
+		{Argv: []string{"/usr/bin/printf", "%s", string(data)}, Stdout: outline},
+		{Argv: []string{"/usr/bin/python3", "-I", pdfOutlineScript, "merge", merged, outline, wire.OutputDir + "/output.pdf"}},
+	}, nil
 }
+
+// titlesOpt: pdf-merge's bookmark titles, each a line of text.
+var titlesOpt = func() Option {
+	o := textOpt("titles", fmt.Sprintf("The bookmarks' titles instead, one line per file in their order (at most %d bytes a title, no control characters); bookmarks are then made whatever bookmarks says.", maxTitle), 20000)
+	o.more = func(s string) error {
+		for i, t := range strings.Split(s, "\n") {
+			if strings.TrimSpace(t) == "" || len(t) > maxTitle {
+				return fmt.Errorf("title %d is blank or over %d bytes", i+1, maxTitle)
+			}
+			if r, bad := controlIn(t); bad {
+				return fmt.Errorf("title %d holds the control character %U", i+1, r)
+			}
+		}
+		return nil
+	}
+	return o
+}()
+
+// maxTitle bounds a bookmark's title.
+const maxTitle = 500
+
+// pdfOutlineScript is the rootfs's script that writes pdf-merge's
+// bookmarks.
+const pdfOutlineScript = "/usr/local/lib/renderbox/pdf-outline.py"
 
 // splitSteps writes the parts: every N pages with qpdf's --split-pages, or
 // one qpdf run per range. The sandbox's names sort by their first number;
@@ -330,14 +382,19 @@ func init() {
 func pdfRenderers() []*Renderer {
 	merge := &Renderer{
 		Name:          "pdf-merge",
-		Description:   fmt.Sprintf("Merge PDFs into one with qpdf, their pages in the order of the file parts (or of a ZIP's stored entries); each file must be a PDF, at most %d files. Output: output.pdf.", MaxMergeFiles),
+		Description:   fmt.Sprintf("Merge PDFs into one with qpdf, their pages in the order of the file parts (or of a ZIP's stored entries); each file must be a PDF, at most %d files. With bookmarks or titles, one bookmark per file on its first page (pikepdf). Output: output.pdf.", MaxMergeFiles),
 		Inputs:        []string{TypeZIP, TypePDF},
 		Output:        TypePDF,
 		MaxInputBytes: maxMergeBytes,
 		Limits:        pdfLimits,
 		parts:         true,
-		build: func(in inputFile, _ Values, _ jobspec.Limits) (wire.Request, error) {
-			return wire.Request{Env: plainEnv, Steps: mergeSteps(in)}, nil
+		Options: []Option{
+			boolOpt("bookmarks", "One bookmark per file, on its first page, titled by its file name without .pdf.", false),
+			titlesOpt,
+		},
+		build: func(in inputFile, v Values, _ jobspec.Limits) (wire.Request, error) {
+			steps, err := mergeSteps(in, v)
+			return wire.Request{Env: plainEnv, Steps: steps}, err
 		},
 	}
 	split := pdfRenderer("pdf-split",

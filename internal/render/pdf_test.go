@@ -113,6 +113,60 @@ func TestPDFMerge(t *testing.T) {
 	}
 }
 
+// pdf-merge's bookmarks: one per file on its first page, titled by its
+// file name or by the titles given, read back by qpdf as the outline.
+func TestPDFMergeBookmarks(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	input := storedZip(t, zip.Store,
+		[2][]byte{[]byte("cover.pdf"), samples.PDF("alpha", 2)},
+		[2][]byte{[]byte("parts/body.pdf"), samples.PDF("beta", 3)},
+		[2][]byte{[]byte("annex.pdf"), samples.PDF("gamma", 1)})
+	for _, tc := range []struct {
+		opts map[string]any
+		want string
+	}{
+		{map[string]any{"bookmarks": true}, "cover@1 body@3 annex@6"},
+		{map[string]any{"titles": "Cover\nThe report, part 1\nAnnexe — données"}, "Cover@1 The report, part 1@3 Annexe — données@6"},
+	} {
+		out, _ := renderOK(t, m, "pdf-merge", input, tc.opts)
+		pdf := out["output.pdf"]
+		if got := outlineOf(t, m, pdf); got != tc.want {
+			t.Errorf("%v: bookmarks %q, want %q", tc.opts, got, tc.want)
+		}
+		if n := pdfPages(t, m, pdf); n != 6 {
+			t.Errorf("%v: %d pages, want 6", tc.opts, n)
+		}
+	}
+	r, _ := render.Lookup("pdf-merge")
+	for _, bad := range []string{"one\ntwo", "a\n\nc", "a\tb\nc\nd"} {
+		if _, err := r.Prepare(input, map[string]any{"titles": bad}, render.LimitRequest{}); !errors.Is(err, render.ErrInvalidOptions) {
+			t.Errorf("titles %q: %v, want invalid options", bad, err)
+		}
+	}
+}
+
+// outlineOf is the document's top-level bookmarks as "title@page …", as
+// qpdf --json reads them.
+func outlineOf(t *testing.T, m *sandbox.Manager, pdf []byte) string {
+	t.Helper()
+	out := testenv.Tool(t, m, "qpdf", pdf, "--json", "--json-key=outlines")
+	var q struct {
+		Outlines []struct {
+			Title            string `json:"title"`
+			DestPageposfrom1 int    `json:"destpageposfrom1"`
+		} `json:"outlines"`
+	}
+	if err := json.Unmarshal([]byte(out), &q); err != nil {
+		t.Fatalf("qpdf --json: %v\n%.300s", err, out)
+	}
+	var items []string
+	for _, o := range q.Outlines {
+		items = append(items, fmt.Sprintf("%s@%d", o.Title, o.DestPageposfrom1))
+	}
+	return strings.Join(items, " ")
+}
+
 // Every input of pdf-merge is sniffed before a sandbox starts.
 func TestPDFMergeRefusesWhatIsNotAPDF(t *testing.T) {
 	t.Parallel()
@@ -430,7 +484,7 @@ func TestPDFOperationsOnBadInput(t *testing.T) {
 		corrupt[i] ^= 0x5a
 	}
 	opts := goodOptions
-	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive", "pdf-optimize"} {
+	for _, name := range []string{"pdf-merge", "pdf-split", "pdf-pages", "pdf-metadata", "pdf-protect", "pdf-unlock", "pdf-flatten", "pdf-watermark", "pdf-stamp", "pdf-archive", "pdf-optimize", "pdf-bookmarks"} {
 		r, _ := render.Lookup(name)
 		for _, bad := range [][]byte{samples.PNGHeader(8, 8), samples.HTML("x", "y"), nil} {
 			if _, err := r.Prepare(bad, opts[name], render.LimitRequest{}); !errors.Is(err, render.ErrUnsupportedInput) {
@@ -451,6 +505,107 @@ func TestPDFOperationsOnBadInput(t *testing.T) {
 			default:
 				t.Errorf("%s of a %s PDF: %v, want success or render_failed", name, what, err)
 			}
+		}
+	}
+}
+
+// pdf-bookmarks writes an outline from JSON and reads it back the same,
+// nested; pdf-merge's bookmarks read as JSON; bad JSON is refused before
+// a sandbox, and a page past the end fails the job.
+func TestPDFBookmarks(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	input := samples.PDF("chapter", 4)
+	marks := `[{"title":"Introduction","page":1},{"title":"Méthodes","page":2,"children":[{"title":"Échantillons","page":3}]},{"title":"Annexe","page":4}]`
+	out, _ := renderOK(t, m, "pdf-bookmarks", input, map[string]any{"bookmarks": marks})
+	written := out["output.pdf"]
+	if got := pageTexts(t, m, written); !equal(got, labels("chapter", 1, 2, 3, 4)) {
+		t.Errorf("the pages after writing bookmarks say %q", got)
+	}
+	out, _ = renderOK(t, m, "pdf-bookmarks", written, nil)
+	var read struct {
+		Bookmarks json.RawMessage `json:"bookmarks"`
+	}
+	if err := json.Unmarshal(out["bookmarks.json"], &read); err != nil {
+		t.Fatalf("bookmarks.json: %v\n%s", err, out["bookmarks.json"])
+	}
+	var a, b any
+	_ = json.Unmarshal([]byte(marks), &a)
+	_ = json.Unmarshal(read.Bookmarks, &b)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("read back %s, want %s", read.Bookmarks, marks)
+	}
+	// None: an empty list.
+	out, _ = renderOK(t, m, "pdf-bookmarks", input, nil)
+	if got := strings.Join(strings.Fields(string(out["bookmarks.json"])), ""); got != `{"bookmarks":[]}` {
+		t.Errorf("a PDF without bookmarks: %s", out["bookmarks.json"])
+	}
+	e := sandboxErr(t, m, "pdf-bookmarks", input, map[string]any{"bookmarks": `[{"title":"Too far","page":9}]`})
+	if e.Outcome != sandbox.RenderFailed || !strings.Contains(e.Msg+e.Stderr, "page 9") {
+		t.Errorf("a page past the end: %s %q, want render_failed naming page 9", e.Outcome, e.Msg)
+	}
+	r, _ := render.Lookup("pdf-bookmarks")
+	deep := `[{"title":"1","page":1,"children":[{"title":"2","page":1,"children":[{"title":"3","page":1,"children":[{"title":"4","page":1,"children":[{"title":"5","page":1,"children":[{"title":"6","page":1,"children":[{"title":"7","page":1,"children":[{"title":"8","page":1,"children":[{"title":"9","page":1}]}]}]}]}]}]}]}]}]`
+	for _, bad := range []string{`{}`, `[]`, `[{"title":"","page":1}]`, `[{"title":"x","page":0}]`, `[{"title":"x","page":1,"url":"http://x"}]`, `[{"title":"a\tb","page":1}]`, deep, `[1] [2]`} {
+		if _, err := r.Prepare(input, map[string]any{"bookmarks": bad}, render.LimitRequest{}); !errors.Is(err, render.ErrInvalidOptions) {
+			t.Errorf("bookmarks %s: %v, want invalid options", bad, err)
+		}
+	}
+}
+
+// pdf-attach embeds each file under its name with its MIME type and the
+// relationship, listed in /AF; the document's pages stay; a job without
+// a file to embed, with a document that is no PDF, or with two files of
+// one name is refused before a sandbox.
+func TestPDFAttach(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	invoice := []byte(`<?xml version="1.0"?><Invoice><ID>2026-001</ID></Invoice>`)
+	input := storedZip(t, zip.Store,
+		[2][]byte{[]byte("invoice.pdf"), samples.PDF("invoice", 2)},
+		[2][]byte{[]byte("factur-x.xml"), invoice},
+		[2][]byte{[]byte("data/lines.csv"), []byte("item,qty\nbolt,4\n")})
+	out, _ := renderOK(t, m, "pdf-attach", input, map[string]any{"relationship": "Data", "description": "the invoice's data"})
+	pdf := out["output.pdf"]
+	if got := pageTexts(t, m, pdf); !equal(got, labels("invoice", 1, 2)) {
+		t.Errorf("the pages say %q", got)
+	}
+	list := testenv.Tool(t, m, "qpdf", pdf, "--list-attachments", "--verbose")
+	for _, want := range []string{"factur-x.xml", "text/xml", "lines.csv", "text/csv", "the invoice's data"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("qpdf --list-attachments lacks %q:\n%s", want, list)
+		}
+	}
+	if got, err := toolOn(m, pdf, "/usr/bin/qpdf", "--show-attachment=factur-x.xml", wire.InputDir+"/in.pdf"); err != nil || got != string(invoice) {
+		t.Errorf("the embedded XML: %v %q, want the file as sent", err, got)
+	}
+	var q struct {
+		QPDF []map[string]any `json:"qpdf"`
+	}
+	if err := json.Unmarshal([]byte(testenv.Tool(t, m, "qpdf", pdf, "--json=2", "--json-key=qpdf")), &q); err != nil || len(q.QPDF) != 2 {
+		t.Fatalf("qpdf --json: %v", err)
+	}
+	relations, af := 0, 0
+	for _, o := range q.QPDF[1] {
+		d, _ := o.(map[string]any)["value"].(map[string]any)
+		if d["/AFRelationship"] == "/Data" {
+			relations++
+		}
+		if list, ok := d["/AF"].([]any); ok && d["/Type"] == "/Catalog" {
+			af = len(list)
+		}
+	}
+	if relations != 2 || af != 2 {
+		t.Errorf("%d file specifications say /AFRelationship /Data and the catalogue's /AF lists %d; want 2 and 2", relations, af)
+	}
+	r, _ := render.Lookup("pdf-attach")
+	for name, bad := range map[string][]byte{
+		"the PDF alone":       storedZip(t, zip.Store, [2][]byte{[]byte("a.pdf"), samples.PDF("a", 1)}),
+		"no PDF first":        storedZip(t, zip.Store, [2][]byte{[]byte("a.xml"), invoice}, [2][]byte{[]byte("b.pdf"), samples.PDF("a", 1)}),
+		"two files, one name": storedZip(t, zip.Store, [2][]byte{[]byte("a.pdf"), samples.PDF("a", 1)}, [2][]byte{[]byte("x/d.xml"), invoice}, [2][]byte{[]byte("y/d.xml"), invoice}),
+	} {
+		if _, err := r.Prepare(bad, nil, render.LimitRequest{}); err == nil {
+			t.Errorf("%s: accepted", name)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/renderbox/renderbox/internal/wire"
@@ -92,7 +93,7 @@ type markDefaults struct {
 }
 
 func markOptions(d markDefaults) []Option {
-	text := textOpt("text", fmt.Sprintf("Required unless the mark is a PNG or a PDF: the text, UTF-8, lines split by \\n (at most %d), no other control characters.", maxMarkLines), 500)
+	text := textOpt("text", fmt.Sprintf("Required unless the mark is a PNG or a PDF: the text, UTF-8, lines split by \\n (at most %d), no other control characters. {page}, {pages} and {date} become each page's number, the document's page count and the day the job runs (UTC, YYYY-MM-DD): \"Page {page} of {pages}\".", maxMarkLines), 500)
 	text.more = markText
 	color := patternOpt("color", "Colour as #rrggbb.", `#[0-9a-fA-F]{6}`)
 	color.Default = d.color
@@ -130,6 +131,8 @@ func markSteps(flag string) func(inputFile, Values) ([]wire.Step, error) {
 				o[k] = v[k]
 			}
 		}
+		// {date} in the text: the day the job runs, UTC.
+		o["date"] = time.Now().UTC().Format(time.DateOnly)
 		data, err := json.Marshal(o)
 		if err != nil {
 			return nil, err

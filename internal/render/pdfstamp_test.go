@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/samples"
@@ -64,6 +65,24 @@ func TestPDFStamp(t *testing.T) {
 	e := sandboxErr(t, m, "pdf-stamp", input, map[string]any{"text": "x", "pages": "2-5"})
 	if e.Outcome != sandbox.RenderFailed {
 		t.Errorf("a page past the end: %s %q, want render_failed", e.Outcome, e.Msg)
+	}
+}
+
+// {page}, {pages} and {date} in a stamp's text become each page's
+// number, the page count and the day: "Page 3 of 4" on the third page,
+// numbered as in the document when only some pages are marked.
+func TestPDFStampPlaceholders(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	input := samples.PDF("page", 4)
+	out, _ := renderOK(t, m, "pdf-stamp", input, map[string]any{"text": "Page {page} of {pages}\n{date}", "pages": "2-4", "font_size": 12})
+	pages := pageTexts(t, m, out["output.pdf"])
+	today := time.Now().UTC().Format(time.DateOnly)
+	for i, p := range pages {
+		want := fmt.Sprintf("Page %d of 4", i+1)
+		if strings.Contains(p, want) != (i > 0) || strings.Contains(p, today) != (i > 0) || strings.Contains(p, "{") {
+			t.Errorf("page %d says %q; want %q and %s on pages 2-4 only, no placeholder left", i+1, p, want, today)
+		}
 	}
 }
 

@@ -74,6 +74,17 @@ func DOCX(paragraphs ...string) []byte {
 	return docx(body.String())
 }
 
+// DOCXInFont returns a Word document whose paragraphs are set in font
+// at size points (its runs name it, as Word writes a document in Calibri).
+func DOCXInFont(font string, size int, paragraphs ...string) []byte {
+	var body bytes.Buffer
+	for _, p := range paragraphs {
+		fmt.Fprintf(&body, `<w:p><w:r><w:rPr><w:rFonts w:ascii="%[1]s" w:hAnsi="%[1]s" w:cs="%[1]s"/><w:sz w:val="%[2]d"/></w:rPr><w:t>%[3]s</w:t></w:r></w:p>`,
+			escape(font), 2*size, escape(p))
+	}
+	return docx(body.String())
+}
+
 // docx returns a Word document whose body is the given WordprocessingML.
 func docx(body string) []byte {
 	return zipOf([][2]string{

@@ -92,3 +92,49 @@ h1.title { font-family: "Report Mono"; }
 		Order: []string{"index.html", "css/report.css", "js/chart.js", "img/red.png", "fonts/report.ttf"},
 	}
 }
+
+// ImagePage is a page of n distinct 40×40 PNG images, each its own file:
+// index.html first, then img0.png … The broker's cost is measured on it,
+// served by URL against the same files uploaded as a ZIP
+// (TestURLPageCostPerSubresource, make bench's url line).
+func ImagePage(n int) Site {
+	var page bytes.Buffer
+	page.WriteString(`<!doctype html><body style="margin:0">`)
+	s := Site{Files: map[string][]byte{}, Order: []string{"index.html"}}
+	for i := range n {
+		img := image.NewRGBA(image.Rect(0, 0, 40, 40))
+		for j := range img.Pix {
+			img.Pix[j] = byte(i*10 + j%4)
+		}
+		name := fmt.Sprintf("img%d.png", i)
+		s.Files[name], s.Order = PNG(img), append(s.Order, name)
+		fmt.Fprintf(&page, `<img src="%s">`, name)
+	}
+	s.Files["index.html"] = page.Bytes()
+	return s
+}
+
+// StoredZip packs files (name, bytes), in order, as stored (uncompressed)
+// entries: what the API makes of several file parts.
+func StoredZip(files ...[2][]byte) []byte {
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for _, f := range files {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: string(f[0]), Method: zip.Store})
+		if err != nil {
+			panic(err)
+		}
+		_, _ = w.Write(f[1])
+	}
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+// AttachJob is pdf-attach's sample: a PDF of pages, then an XML file to
+// embed.
+func AttachJob(pages int) []byte {
+	return StoredZip([2][]byte{[]byte("doc.pdf"), PDF("attach", pages)},
+		[2][]byte{[]byte("data.xml"), []byte(`<?xml version="1.0"?><Data><ID>1</ID></Data>`)})
+}

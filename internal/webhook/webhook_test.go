@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,7 +220,7 @@ func TestSendSignsAndDelivers(t *testing.T) {
 func TestSendRefusesLoopbackByDefault(t *testing.T) {
 	canary := testenv.Canary(t, "127.0.0.1:0")
 	s := NewSender(Policy{}, nil, 2*time.Second)
-	for _, u := range []string{"http://" + canary.Addr() + "/", "http://localhost:" + port(canary.Addr()) + "/"} {
+	for _, u := range []string{"http://" + canary.Addr() + "/", "http://localhost:" + testenv.Port(canary.Addr()) + "/"} {
 		r := s.Send(context.Background(), message(u), time.Now())
 		if r.Delivered() || !r.Permanent() || !strings.Contains(r.Err.Error(), "address not allowed") {
 			t.Errorf("%s: %+v, want a permanent refusal: address not allowed", u, r)
@@ -232,34 +231,15 @@ func TestSendRefusesLoopbackByDefault(t *testing.T) {
 	}
 }
 
-func port(addr string) string {
-	_, p, _ := net.SplitHostPort(addr)
-	return p
-}
-
-// rebinder answers the first lookup with first and every later one with
-// rest: a name server that passes the check, then points elsewhere.
-type rebinder struct {
-	first, rest netip.Addr
-	n           atomic.Int32
-}
-
-func (r *rebinder) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
-	if r.n.Add(1) == 1 {
-		return []netip.Addr{r.first}, nil
-	}
-	return []netip.Addr{r.rest}, nil
-}
-
 // A name that resolves to an allowed address and then to a refused one
 // never reaches the refused one: each connection goes to the address its
 // own lookup returned and the policy checked.
 func TestSendIsSafeAgainstDNSRebinding(t *testing.T) {
 	rcv := newReceiver(t, "127.0.0.2:0")
-	canary := testenv.Canary(t, "127.0.0.1:"+port(rcv.srv.Listener.Addr().String()))
-	res := &rebinder{first: netip.MustParseAddr("127.0.0.2"), rest: netip.MustParseAddr("127.0.0.1")}
+	canary := testenv.Canary(t, "127.0.0.1:"+testenv.Port(rcv.srv.Listener.Addr().String()))
+	res := &testenv.Rebinder{First: netip.MustParseAddr("127.0.0.2"), Rest: netip.MustParseAddr("127.0.0.1")}
 	s := NewSender(Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}}, res, 2*time.Second)
-	u := "http://hooks.rebind.test:" + port(canary.Addr()) + "/h"
+	u := "http://hooks.rebind.test:" + testenv.Port(canary.Addr()) + "/h"
 	if r := s.Send(context.Background(), message(u), time.Now()); !r.Delivered() {
 		t.Fatalf("first attempt (resolves to the allowed 127.0.0.2): %+v", r)
 	}
@@ -317,7 +297,7 @@ func (f resolverFunc) LookupNetIP(_ context.Context, _, host string) ([]netip.Ad
 // that resolver is, or which address a name led to.
 func TestSendErrorsNameNoResolvedAddress(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	closed := port(ln.Addr().String())
+	closed := testenv.Port(ln.Addr().String())
 	ln.Close()
 	res := resolverFunc(func(host string) ([]netip.Addr, error) {
 		switch host {

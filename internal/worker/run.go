@@ -26,6 +26,10 @@ type Runner struct {
 	// Metrics, if set, observes the pool's takes and the teardowns.
 	Metrics *Metrics
 	Logger  *slog.Logger
+	// Took, if set, is told the mode of each sandbox a stage takes (cold
+	// when none was ready, or when a pooled one failed), before the stage
+	// runs in it: the worker reports it so the job shows it while running.
+	Took func(mode string)
 }
 
 // Ran is a plan that ran. Its last sandbox is still being destroyed: call
@@ -146,6 +150,7 @@ func (x *Runner) stage(ctx context.Context, renderer string, st render.Stage) *R
 	}
 	job := st.Job
 	if sb != nil {
+		x.took(mode)
 		res, td, err := x.Manager.Exec(ctx, sb, job)
 		if sandbox.OutcomeOf(err) != sandbox.SandboxFailure || ctx.Err() != nil {
 			return x.ran(renderer, res, mode, td, err)
@@ -155,12 +160,19 @@ func (x *Runner) stage(ctx context.Context, renderer string, st render.Stage) *R
 		x.Logger.Warn("a pooled sandbox failed; running the job cold", "sandbox_id", res.SandboxID, "sandbox_mode", mode, "err", err)
 		job.Input = io.NewSectionReader(st.Input, 0, job.Request.InputSize)
 	}
-	res, td, err := x.Manager.Exec(ctx, nil, job)
 	mode = sandbox.ModeCold
 	if x.Manager.Native() {
 		mode = sandbox.ModeNativeCold
 	}
+	x.took(mode)
+	res, td, err := x.Manager.Exec(ctx, nil, job)
 	return x.ran(renderer, res, mode, td, err)
+}
+
+func (x *Runner) took(mode string) {
+	if x.Took != nil {
+		x.Took(mode)
+	}
 }
 
 func (x *Runner) ran(renderer string, res *sandbox.Result, mode string, td *sandbox.Teardown, err error) *Ran {

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/hostcheck"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
@@ -53,7 +54,7 @@ type ServeConfig struct {
 	// Pool configures the pre-booted sandboxes.
 	Pool PoolConfig
 	// Remote turns on the broker of URL pages.
-	Remote RemoteConfig
+	Remote fetch.Config
 	// Ceilings are the renderers' limits of the operator's own
 	// (render.ParseCeilings), the API's.
 	Ceilings string
@@ -82,7 +83,7 @@ func (s *ServeConfig) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&s.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often to tell Redis this worker is alive (the API's -worker-heartbeat-timeout must be a few of these)")
 	fs.DurationVar(&s.PollInterval, "poll-interval", 25*time.Millisecond, "how often an idle worker asks Redis for a job: a new job waits about this long to start; each idle worker runs about 1/this dequeues a second on Redis")
 	s.Pool.Bind(fs)
-	s.Remote.Bind(fs)
+	s.Remote.Bind(fs, "a URL page")
 	fs.StringVar(&s.Ceilings, "ceilings", "", render.CeilingsUsage)
 	fs.BoolVar(&s.UnsafeNativeBench, UnsafeNativeFlag, false, "UNSAFE, benchmarks only: run jobs as native processes WITHOUT gVisor (make bench's native-warm floor); never for untrusted input")
 }
@@ -203,6 +204,7 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 		defer close(beatsDone)
 		Heartbeat(hctx, h.Queue, info, s.HeartbeatInterval, log)
 	}()
+	go publishFonts(hctx, h.Queue, m.Config().Rootfs, facts.Rootfs, log)
 	// On every way out, not only a drain: a worker that fails after this
 	// point is not alive either.
 	defer func() { stopBeats(); <-beatsDone }()

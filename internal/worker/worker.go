@@ -41,7 +41,7 @@ type Handler struct {
 	// Pool, if set, hands out pre-booted sandboxes; a job whose family has
 	// none ready runs in a cold one.
 	Pool *sandbox.Pool
-	// Fetcher, if set, fetches what URL pages ask for (RemoteConfig);
+	// Fetcher, if set, fetches what URL pages ask for (fetch.Config);
 	// without it a URL job fails.
 	Fetcher *fetch.Fetcher
 
@@ -142,6 +142,21 @@ func (h *Handler) givenBack(log *slog.Logger, job string) {
 	}
 }
 
+// tookSandbox says how the sandbox the attempt took was made, so that the
+// job shows it while it runs: a running event that repeats the attempt's
+// start (an API that does not know the mode reads it as that start again,
+// and changes nothing). One try, bounded: the sandbox waits for it, and
+// only the progress shown is lost when it fails — the end carries the
+// mode too.
+func (h *Handler) tookSandbox(log *slog.Logger, p attempt, mode string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ev := queue.Event{JobID: p.JobID, State: "running", At: p.started, SandboxMode: mode, Worker: h.Name, RootfsDigest: h.RootfsDigest}
+	if err := h.Queue.Publish(ctx, ev); err != nil {
+		log.Warn("reporting the job's sandbox mode", "sandbox_mode", mode, "err", err)
+	}
+}
+
 // attempt is one delivery of a job's task.
 type attempt struct {
 	queue.Payload
@@ -231,9 +246,9 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	endFetches := func() {}
 	if b := plan.Job.Request.Browser; b != nil && b.URL != "" {
 		if h.Fetcher == nil {
-			return h.end(ctx, log, p, "failed", "internal", "this worker does not fetch for URL pages; its operator turns that on with "+RemoteContentSetting)
+			return h.end(ctx, log, p, "failed", "internal", "this worker does not fetch for URL pages; its operator turns that on with "+fetch.Setting)
 		}
-		fetches = h.Fetcher.Session()
+		fetches = h.Fetcher.SessionOf(p.Owner)
 		// The fetches end with the run: none outlives its sandbox, whose
 		// own timeout ends a page that waits on them.
 		fctx, cancel := context.WithCancel(ctx)
@@ -243,7 +258,9 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 	start := time.Now()
 	done := h.Metrics.start(p.Accepted)
-	ran := h.runner().Run(ctx, log, r, plan, input)
+	run := h.runner()
+	run.Took = func(mode string) { h.tookSandbox(log, p, mode) }
+	ran := run.Run(ctx, log, r, plan, input)
 	endFetches()
 	// Reported while the last sandbox is destroyed: a report that waits
 	// for Redis must not keep the sandbox alive, nor its teardown the report.

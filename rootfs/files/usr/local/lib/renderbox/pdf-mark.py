@@ -8,7 +8,9 @@ text where OPTIONS.json puts it; qpdf then lays page N of the mark over
 or under page N of the document (--overlay/--underlay), and fits it to
 the page's trim box, upright as the page is shown. OPTIONS.json is the
 validated options the host wrote as data (the text is never part of any
-code): text, font, font_size, color (#rrggbb), opacity, rotation
+code; {page}, {pages} and {date} in it become the page's number, the
+document's page count and the job's date, YYYY-MM-DD, as the host wrote
+it), font, font_size, color (#rrggbb), opacity, rotation
 (degrees, counterclockwise), position and margin_mm; or, for a PNG or PDF
 mark, image (its path) and image_width_mm instead of the text and its font
 (of a PDF, its first page, as it is shown, is the mark). Runs inside the
@@ -143,13 +145,18 @@ def main():
         height = width * ih / iw
     else:
         pdfmetrics.registerFont(TTFont(font, FONT_DIR + FONTS[o["font"]]))
-        lines = o["text"].split("\n")
-        width = max(pdfmetrics.stringWidth(l, font, size) for l in lines)
-        height = size * LEADING * len(lines)
     c = canvas.Canvas(out, pageCompression=1)
     c.setCreator("renderbox pdf-mark")
     with pikepdf.open(src) as pdf:
-        for page in pdf.pages:
+        pages = len(pdf.pages)
+        for number, page in enumerate(pdf.pages, start=1):
+            if image is None:
+                # Each page its own text: its number, the page count, the date.
+                text = (o["text"].replace("{page}", str(number)).replace("{pages}", str(pages))
+                        .replace("{date}", o.get("date", "")))
+                lines = text.split("\n")
+                width = max(pdfmetrics.stringWidth(l, font, size) for l in lines)
+                height = size * LEADING * len(lines)
             w, h = shown_size(page)
             c.setPageSize((w, h))
             # The box the turned mark takes, placed by position and margin.
