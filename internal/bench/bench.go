@@ -282,6 +282,7 @@ func benchCases() []benchCase {
 		{"pdf-optimize", "5-page PDF, images at 150 dpi", samples.PDF("benchmark", 5), false},
 		{"pdf-bookmarks", "5-page PDF, read", samples.PDF("benchmark", 5), false},
 		{"pdf-attach", "5-page PDF and an XML file to embed", samples.AttachJob(5), false},
+		{"factur-x", "one-page invoice PDF and its XML", samples.FacturXJob(1), false},
 	}
 }
 

@@ -253,6 +253,11 @@ func pdfOperationCases(t *testing.T) []hostileCase {
 			want: []string{"succeeded", "failed:render_failed"}, door: door},
 		{name: "pdf-attach of a pdf with a truncated pdf to embed", renderer: "pdf-attach", input: archive(0o644, [2][]byte{[]byte("doc.pdf"), pdf}, [2][]byte{[]byte("other.pdf"), pdf[:len(pdf)/2]}),
 			want: []string{"succeeded"}, door: door},
+		{name: "factur-x of a corrupt pdf", renderer: "factur-x", input: archive(0o644, [2][]byte{[]byte("invoice.pdf"), corrupt}, [2][]byte{[]byte("invoice.xml"), samples.FacturXML("F-1")}),
+			want: []string{"succeeded", "failed:render_failed"}, door: door},
+		{name: "factur-x with a billion laughs", renderer: "factur-x", input: archive(0o644, [2][]byte{[]byte("invoice.pdf"), pdf},
+			[2][]byte{[]byte("invoice.xml"), []byte(`<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;"><!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]><l>&c;</l>`)}),
+			want: []string{"failed:render_failed"}, door: door},
 		{name: "pdf-watermark with a truncated pdf as its mark", renderer: "pdf-watermark", input: archive(0o644, [2][]byte{[]byte("doc.pdf"), pdf}, [2][]byte{[]byte("mark.pdf"), pdf[:len(pdf)/2]}),
 			want: []string{"succeeded", "failed:render_failed"}, door: door},
 	}

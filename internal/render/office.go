@@ -62,6 +62,8 @@ var officeSchema = []Option{
 		Description: "Reduce images to at most this many dots per inch; absent, images keep their resolution."},
 	boolOpt("single_page_sheets", "Put each spreadsheet sheet on one page, however large.", false),
 	boolOpt("export_form_fields", "Export form fields as PDF form fields; false prints their content.", true),
+	{Name: "pdf_a", Type: "string", Enum: []string{"1b", "2b", "3b"},
+		Description: "Export PDF/A of this part as LibreOffice's export makes it: 1b (PDF 1.4, no transparency; LibreOffice writes PDF/A-1a, tagged, which meets 1b too), 2b or 3b (3b allows embedded files of any kind; see pdf-attach); absent, a plain PDF. Fonts are embedded and the output intent is sRGB; the XMP names the part."},
 	boolOpt("pdf_ua", "Export PDF/UA-1 (accessible PDF: tagged, with the document's title shown, its XMP naming the part) as LibreOffice's export makes it; it does not fix a document whose images lack alternative text.", false),
 }
 
@@ -72,7 +74,7 @@ func officeOptions(in inputFile, v Values) *wire.OfficeOptions {
 		Landscape: v.Bool("landscape"), PageRange: v.String("page_ranges"),
 		Quality: v.Int("quality"), MaxImageResolution: v.Int("max_image_resolution"),
 		SinglePageSheets: v.Bool("single_page_sheets"), ExportFormFields: v.Bool("export_form_fields"),
-		PDFUA: v.Bool("pdf_ua"),
+		PDFUA: v.Bool("pdf_ua"), PDFA: strings.TrimSuffix(v.String("pdf_a"), "b"),
 	}
 }
 

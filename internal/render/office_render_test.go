@@ -146,6 +146,26 @@ func officeCases(encrypted []byte) []officeCase {
 					t.Errorf("pdf_ua: tagged %q, XMP %q; want tagged and pdfuaid:part 1", info["Tagged"], meta)
 				}
 			}},
+		{name: "pdf_a", input: samples.DOCX(officeText), opts: map[string]any{"pdf_a": "2b"},
+			check: func(t *testing.T, m *sandbox.Manager, pdf []byte) {
+				if bad := pdfaProblems(t, m, pdf, "2"); len(bad) > 0 {
+					t.Errorf("pdf_a 2b: %s", strings.Join(bad, "; "))
+				}
+			}},
+		{name: "pdf_a 1b", input: samples.DOCX(officeText), opts: map[string]any{"pdf_a": "1b"},
+			check: func(t *testing.T, m *sandbox.Manager, pdf []byte) {
+				// LibreOffice writes part 1 as PDF/A-1a (tagged), which
+				// meets 1b's every rule and more.
+				var bad []string
+				for _, p := range pdfaProblems(t, m, pdf, "1") {
+					if !strings.Contains(p, "pdfaid:conformance>A A]") {
+						bad = append(bad, p)
+					}
+				}
+				if len(bad) > 0 {
+					t.Errorf("pdf_a 1b: %s", strings.Join(bad, "; "))
+				}
+			}},
 		{name: "txt", input: []byte("Plain text, line one\nLigne deux : été\n"),
 			check: func(t *testing.T, m *sandbox.Manager, pdf []byte) {
 				if text := pdfText(t, m, pdf); !strings.Contains(text, "Ligne deux : été") {

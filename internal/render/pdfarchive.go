@@ -26,19 +26,22 @@ const (
 // (measured). AutoRotatePages=/None keeps each page as the document turns
 // it (pdfwrite would turn pages by their text's direction).
 func archiveSteps(in inputFile, v Values) ([]wire.Step, error) {
-	part := v.String("conformance")[:1]
-	out := wire.OutputDir + "/output.pdf"
+	return pdfaSteps(in.Path, wire.OutputDir+"/output.pdf", v.String("conformance")[:1]), nil
+}
+
+// pdfaSteps make out, PDF/A-{part}b, from the PDF at src.
+func pdfaSteps(src, out, part string) []wire.Step {
 	return []wire.Step{
 		// qpdf opens the document first, so that one it cannot open (a
 		// password, damage past repair) fails saying why, not with
 		// Ghostscript's PostScript stack.
-		{Argv: qpdfArgv("--show-npages", in.Path), Stdout: wire.WorkDir + "/pages.txt"},
+		{Argv: qpdfArgv("--show-npages", src), Stdout: wire.WorkDir + "/pages.txt"},
 		{Argv: []string{"/usr/bin/gs", "-q", "-dSAFER", "-dBATCH", "-dNOPAUSE", "-dPDFSTOPONERROR", "-sDEVICE=pdfwrite",
 			"-dPDFA=" + part, "-dPDFACompatibilityPolicy=1", "-sColorConversionStrategy=RGB",
 			"-dAutoRotatePages=/None", "--permit-file-read=" + iccProfiles,
-			"-sOutputFile=" + out, pdfaDef, in.Path}},
+			"-sOutputFile=" + out, pdfaDef, src}},
 		{Argv: []string{"/usr/bin/grep", "-q", "-a", "-F", "pdfaid:part='" + part + "'", out}},
-	}, nil
+	}
 }
 
 func pdfArchive() *Renderer {

@@ -12,6 +12,7 @@ import (
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/internal/wire"
 )
 
 func init() {
@@ -190,5 +191,58 @@ func TestPDFArchive(t *testing.T) {
 	out, _ = renderOK(t, m, "pdf-protect", samples.PDF("locked", 2), map[string]any{"owner_password": "o", "user_password": "u"})
 	if e := sandboxErr(t, m, "pdf-archive", out["output.pdf"], nil); e.Outcome != sandbox.RenderFailed || !strings.Contains(e.Msg, "password") {
 		t.Errorf("PDF/A of a document that needs a password: %s %q, want render_failed saying password", e.Outcome, e.Msg)
+	}
+}
+
+// factur-x makes a PDF/A-3b (pdf-archive's checks pass) with the invoice's
+// XML embedded as factur-x.xml, its relationship by the profile, and the
+// XMP's fx: properties with their extension schema; an XML that is not a
+// Cross Industry Invoice, or has a DTD, fails the job.
+func TestFacturX(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	xml := samples.FacturXML("F-2026-0042")
+	job := func(x []byte) []byte {
+		return samples.StoredZip([2][]byte{[]byte("invoice.pdf"), samples.PDF("invoice", 1)}, [2][]byte{[]byte("invoice.xml"), x})
+	}
+	for profile, want := range map[string][2]string{"en16931": {"EN 16931", "/Alternative"}, "minimum": {"MINIMUM", "/Data"}} {
+		out, _ := renderOK(t, m, "factur-x", job(xml), map[string]any{"profile": profile})
+		pdf := out["output.pdf"]
+		if bad := pdfaProblems(t, m, pdf, "3"); len(bad) > 0 {
+			t.Errorf("%s: not PDF/A-3b: %s", profile, strings.Join(bad, "; "))
+		}
+		meta := testenv.Tool(t, m, "pdfinfo", pdf, "-meta")
+		for _, w := range []string{"<fx:ConformanceLevel>" + want[0] + "</fx:ConformanceLevel>", "<fx:DocumentFileName>factur-x.xml</fx:DocumentFileName>",
+			"<fx:DocumentType>INVOICE</fx:DocumentType>", "<pdfaSchema:prefix>fx</pdfaSchema:prefix>", "urn:factur-x:pdfa:CrossIndustryDocument:invoice:1p0#"} {
+			if !strings.Contains(meta, w) {
+				t.Errorf("%s: the XMP lacks %s", profile, w)
+			}
+		}
+		if got, err := toolOn(m, pdf, "/usr/bin/qpdf", "--show-attachment=factur-x.xml", wire.InputDir+"/in.pdf"); err != nil || got != string(xml) {
+			t.Errorf("%s: factur-x.xml: %v, not the XML sent", profile, err)
+		}
+		if list := testenv.Tool(t, m, "qpdf", pdf, "--list-attachments", "--verbose"); !strings.Contains(list, "text/xml") {
+			t.Errorf("%s: the attachment's type:\n%s", profile, list)
+		}
+		objs := qpdfObjects(t, m, pdf, nil)
+		rel := ""
+		for _, o := range objs {
+			if d, ok := o.Value.(map[string]any); ok && d["/AFRelationship"] != nil {
+				rel, _ = d["/AFRelationship"].(string)
+			}
+		}
+		if rel != want[1] {
+			t.Errorf("%s: /AFRelationship %q, want %s", profile, rel, want[1])
+		}
+	}
+	for name, bad := range map[string][]byte{
+		"not an invoice":  []byte(`<?xml version="1.0"?><Order><ID>1</ID></Order>`),
+		"a DTD":           []byte(`<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "b">]><rsm:CrossIndustryInvoice xmlns:rsm="urn:x">&a;</rsm:CrossIndustryInvoice>`),
+		"not well formed": []byte(`<rsm:CrossIndustryInvoice xmlns:rsm="urn:x">`),
+	} {
+		e := sandboxErr(t, m, "factur-x", job(bad), nil)
+		if e.Outcome != sandbox.RenderFailed {
+			t.Errorf("%s: %s %q, want render_failed", name, e.Outcome, e.Msg)
+		}
 	}
 }

@@ -92,7 +92,53 @@ type markDefaults struct {
 	position, color    string
 }
 
-func markOptions(d markDefaults) []Option {
+// maxMarks bounds the marks of one job.
+const maxMarks = 10
+
+// markItemOptions are the options each of marks takes: a text mark's.
+func markItemOptions(name string, d markDefaults) []Option {
+	var out []Option
+	for _, o := range markOptions(name, d) {
+		if o.Name != "image_width_mm" && o.Name != "marks" {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// parseMarks reads marks: a JSON list of 1 to maxMarks text marks, each
+// validated as the renderer's own options are.
+func parseMarks(renderer string, d markDefaults, s string) ([]Values, error) {
+	var items []map[string]any
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	if err := dec.Decode(&items); err != nil || dec.More() {
+		return nil, fmt.Errorf("not a JSON list of marks: %v", err)
+	}
+	if len(items) == 0 || len(items) > maxMarks {
+		return nil, fmt.Errorf("%d marks; give 1 to %d", len(items), maxMarks)
+	}
+	var out []Values
+	for i, item := range items {
+		for k, v := range item {
+			if n, ok := v.(json.Number); ok {
+				f, _ := n.Float64()
+				item[k] = f
+			}
+		}
+		v, err := validate(renderer, markItemOptions(renderer, d), item)
+		if err == nil && !v.Has("text") {
+			err = fmt.Errorf("its text is required")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mark %d: %v", i+1, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func markOptions(name string, d markDefaults) []Option {
 	text := textOpt("text", fmt.Sprintf("Required unless the mark is a PNG or a PDF: the text, UTF-8, lines split by \\n (at most %d), no other control characters. {page}, {pages} and {date} become each page's number, the document's page count and the day the job runs (UTC, YYYY-MM-DD): \"Page {page} of {pages}\".", maxMarkLines), 500)
 	text.more = markText
 	color := patternOpt("color", "Colour as #rrggbb.", `#[0-9a-fA-F]{6}`)
@@ -108,45 +154,75 @@ func markOptions(d markDefaults) []Option {
 		numOpt("margin_mm", "Distance from the page's edges for a position other than center, in millimetres.", 15, 0, 200),
 		patternOpt("pages", "The pages to mark, e.g. \"1,3-5\"; all when absent. A page past the end fails the job.", pageRangesPattern),
 		numOpt("image_width_mm", "With a PNG or a PDF as the mark (a second file part, after the document; of a PDF, its first page as shown): its width on the page in millimetres; its height keeps its proportions.", 60, 1, 1000),
+		{Name: "marks", Type: "string", MaxLength: 16 << 10, more: func(s string) error {
+			_, err := parseMarks(name, d, s)
+			return err
+		},
+			Description: fmt.Sprintf(`Several text marks in one job instead of text, as JSON: a list of 1 to %d objects, each with text (required) and any of font, font_size, color, opacity, rotation, position, margin_mm and pages, as above; laid in their order, e.g. [{"text": "CONFIDENTIAL", "position": "top"}, {"text": "Page {page} of {pages}", "position": "bottom-right", "font_size": 10}].`, maxMarks)},
 	}
 }
 
-// markSteps write the options as data for the script (printf's argument,
-// not its format), draw the mark, and lay it with qpdf: page N of the mark
-// on page N of the document, for the chosen pages.
-func markSteps(flag string) func(inputFile, Values) ([]wire.Step, error) {
+// markSteps write each mark's options as data for the script (printf's
+// argument, not its format), draw each mark, and lay them with qpdf, a
+// run a mark in their order: page N of a mark on page N of the
+// document, for its pages.
+func markSteps(name string, d markDefaults, flag string) func(inputFile, Values) ([]wire.Step, error) {
 	return func(in inputFile, v Values) ([]wire.Step, error) {
 		doc := in.Path
-		o := map[string]any{}
+		image := ""
 		switch {
+		case v.Has("marks") && (v.Has("text") || v.Has("pages") || len(in.Files) == 2):
+			return nil, fmt.Errorf("%w: marks replaces text, pages (each mark has its own) and the image part; give one of them", ErrInvalidOptions)
 		case len(in.Files) == 2 && v.Has("text"):
 			return nil, fmt.Errorf("%w: the mark is the text or the second file part, not both", ErrInvalidOptions)
 		case len(in.Files) == 2:
-			doc, o["image"] = in.Site+"/"+in.Files[0], in.Site+"/"+in.Files[1]
-		case !v.Has("text"):
-			return nil, fmt.Errorf("%w: the text to lay on the pages is required (option \"text\"), or a PNG or PDF as a second file part", ErrInvalidOptions)
+			doc, image = in.Site+"/"+in.Files[0], in.Site+"/"+in.Files[1]
+		case !v.Has("text") && !v.Has("marks"):
+			return nil, fmt.Errorf("%w: the text to lay on the pages is required (option \"text\"), or marks, or a PNG or PDF as a second file part", ErrInvalidOptions)
 		}
-		for _, k := range []string{"text", "font", "font_size", "opacity", "rotation", "position", "margin_mm", "color", "image_width_mm"} {
-			if v.Has(k) {
-				o[k] = v[k]
+		marks := []Values{v}
+		if v.Has("marks") {
+			var err error
+			if marks, err = parseMarks(name, d, v.String("marks")); err != nil {
+				return nil, fmt.Errorf("%w: marks: %v", ErrInvalidOptions, err)
 			}
 		}
-		// {date} in the text: the day the job runs, UTC.
-		o["date"] = time.Now().UTC().Format(time.DateOnly)
-		data, err := json.Marshal(o)
-		if err != nil {
-			return nil, err
+		var steps, lays []wire.Step
+		from := doc
+		for i, m := range marks {
+			o := map[string]any{}
+			if image != "" {
+				o["image"] = image
+			}
+			for _, k := range []string{"text", "font", "font_size", "opacity", "rotation", "position", "margin_mm", "color", "image_width_mm"} {
+				if m.Has(k) {
+					o[k] = m[k]
+				}
+			}
+			// {date} in the text: the day the job runs, UTC.
+			o["date"] = time.Now().UTC().Format(time.DateOnly)
+			data, err := json.Marshal(o)
+			if err != nil {
+				return nil, err
+			}
+			opts, mark := fmt.Sprintf("%s/mark-%d.json", wire.WorkDir, i), fmt.Sprintf("%s/mark-%d.pdf", wire.WorkDir, i)
+			steps = append(steps,
+				wire.Step{Argv: []string{"/usr/bin/printf", "%s", string(data)}, Stdout: opts},
+				wire.Step{Argv: []string{"/usr/bin/python3", "-I", pdfMarkScript, doc, opts, mark}})
+			// qpdf takes one overlay (or underlay) a run: a run a mark,
+			// each on the last one's output.
+			to := fmt.Sprintf("%s/marked-%d.pdf", wire.WorkDir, i)
+			if i == len(marks)-1 {
+				to = wire.OutputDir + "/output.pdf"
+			}
+			argv := qpdfArgv(from, flag, mark)
+			if p := m.String("pages"); p != "" {
+				argv = append(argv, "--to="+p, "--from="+p)
+			}
+			lays = append(lays, wire.Step{Argv: append(argv, "--", to)})
+			from = to
 		}
-		opts, mark := wire.WorkDir+"/mark.json", wire.WorkDir+"/mark.pdf"
-		argv := qpdfArgv(doc, flag, mark)
-		if p := v.String("pages"); p != "" {
-			argv = append(argv, "--to="+p, "--from="+p)
-		}
-		return []wire.Step{
-			{Argv: []string{"/usr/bin/printf", "%s", string(data)}, Stdout: opts},
-			{Argv: []string{"/usr/bin/python3", "-I", pdfMarkScript, doc, opts, mark}},
-			{Argv: append(argv, "--", wire.OutputDir+"/output.pdf")},
-		}, nil
+		return append(steps, lays...), nil
 	}
 }
 
@@ -155,7 +231,7 @@ func markRenderer(name, flag, where string, d markDefaults) *Renderer {
 	if where == "under" {
 		desc += " Where a page paints over it (an opaque image, a filled background) the watermark is hidden."
 	}
-	r := pdfRenderer(name, desc+" The mark may be a PNG, or a PDF's first page, instead: send the document and the mark as two file parts, in that order (font, font_size and color are then unused; opacity, rotation, position and image_width_mm apply). Output: output.pdf.", markOptions(d), markSteps(flag))
+	r := pdfRenderer(name, desc+" The mark may be a PNG, or a PDF's first page, instead: send the document and the mark as two file parts, in that order (font, font_size and color are then unused; opacity, rotation, position and image_width_mm apply). Output: output.pdf.", markOptions(name, d), markSteps(name, d, flag))
 	r.Inputs, r.parts, r.partsOf = []string{TypePDF, TypeZIP}, true, markParts
 	return r
 }

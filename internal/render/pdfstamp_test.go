@@ -86,6 +86,40 @@ func TestPDFStampPlaceholders(t *testing.T) {
 	}
 }
 
+// Several marks in one job, each with its own options and pages, laid
+// in their order; bad marks are refused before a sandbox.
+func TestPDFStampMarks(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	input := samples.PDF("page", 3)
+	// Upright (a watermark turns 45° by default), so pdftotext reads it.
+	marks := `[{"text": "CONFIDENTIAL", "position": "top", "rotation": 0}, {"text": "Page {page} of {pages}", "position": "bottom-right", "font_size": 10, "pages": "2-3", "color": "#000000", "rotation": 0}]`
+	for _, name := range []string{"pdf-stamp", "pdf-watermark"} {
+		out, _ := renderOK(t, m, name, input, map[string]any{"marks": marks})
+		pages := pageTexts(t, m, out["output.pdf"])
+		if len(pages) != 3 {
+			t.Fatalf("%s: %d pages", name, len(pages))
+		}
+		for i, p := range pages {
+			numbered := strings.Contains(p, fmt.Sprintf("Page %d of 3", i+1))
+			if !strings.Contains(p, "CONFIDENTIAL") || numbered != (i > 0) || !strings.Contains(p, fmt.Sprintf("page page %d", i+1)) {
+				t.Errorf("%s: page %d says %q; want CONFIDENTIAL, its own text, and a page number on pages 2-3", name, i+1, p)
+			}
+		}
+	}
+	r, _ := render.Lookup("pdf-stamp")
+	for _, bad := range []map[string]any{
+		{"marks": `[]`}, {"marks": `[{"position": "top"}]`}, {"marks": `[{"text": "a", "colour": "red"}]`},
+		{"marks": `[{"text": "a", "color": "red"}]`}, {"marks": `{"text": "a"}`}, {"marks": `[{"text": "a"}]`, "text": "b"},
+		{"marks": `[{"text": "a"}]`, "pages": "1"},
+		{"marks": "[" + strings.Repeat(`{"text": "a"},`, 10) + `{"text": "a"}]`},
+	} {
+		if _, err := r.Prepare(input, bad, render.LimitRequest{}); !errors.Is(err, render.ErrInvalidOptions) {
+			t.Errorf("%v: %v, want invalid options", bad, err)
+		}
+	}
+}
+
 // A watermark goes under the page's content, a stamp over it: on a page
 // an opaque image fills, the watermark leaves the rendered page as it was
 // and the stamp changes it.

@@ -74,7 +74,7 @@ var good = map[string][]byte{
 	"dot-svg": samples.DOT("a", "b"), "dot-png": samples.DOT("a", "b"),
 	"image-thumbnail": encodePNG(samples.Image(4, 4, 0, 0, 1)), "office-pdf": samples.DOCX("a"),
 	"pdf-merge": samples.PDF("a", 1), "pdf-split": samples.PDF("a", 1), "pdf-pages": samples.PDF("a", 1),
-	"pdf-metadata": samples.PDF("a", 1), "pdf-protect": samples.PDF("a", 1), "pdf-unlock": samples.PDF("a", 1), "pdf-bookmarks": samples.PDF("a", 1), "pdf-attach": samples.AttachJob(1),
+	"pdf-metadata": samples.PDF("a", 1), "pdf-protect": samples.PDF("a", 1), "pdf-unlock": samples.PDF("a", 1), "pdf-bookmarks": samples.PDF("a", 1), "pdf-attach": samples.AttachJob(1), "factur-x": samples.FacturXJob(1),
 	"safe-pdf": samples.PDF("a", 1),
 }
 
@@ -88,14 +88,14 @@ var wrong = map[string][]byte{
 	"dot-svg": samples.Markdown("a"), "dot-png": samples.SVG(2, 2, 0, 0, 1),
 	"image-thumbnail": samples.SVG(2, 2, 0, 0, 1), "office-pdf": zipWith("evil.exe"),
 	"pdf-merge": samples.HTML("a", "b"), "pdf-split": samples.DOCX("a"), "pdf-pages": samples.SVG(2, 2, 0, 0, 1),
-	"pdf-metadata": samples.Markdown("a"), "pdf-protect": encodePNG(samples.Image(4, 4, 0, 0, 1)), "pdf-unlock": samples.HTML("a", "b"), "pdf-bookmarks": samples.SVG(2, 2, 0, 0, 1), "pdf-attach": samples.PDF("alone", 1),
+	"pdf-metadata": samples.Markdown("a"), "pdf-protect": encodePNG(samples.Image(4, 4, 0, 0, 1)), "pdf-unlock": samples.HTML("a", "b"), "pdf-bookmarks": samples.SVG(2, 2, 0, 0, 1), "pdf-attach": samples.PDF("alone", 1), "factur-x": samples.PDF("alone", 1),
 	"safe-pdf": zipWith("evil.exe"),
 }
 
 func TestEveryRendererRefusesBadRequestsBeforeAnySandbox(t *testing.T) {
 	t.Parallel()
-	if len(render.Names()) != 25 {
-		t.Errorf("the catalogue has %d renderers, want 25: %v", len(render.Names()), render.Names())
+	if len(render.Names()) != 26 {
+		t.Errorf("the catalogue has %d renderers, want 26: %v", len(render.Names()), render.Names())
 	}
 	for _, r := range render.All() {
 		in, ok := good[r.Name]

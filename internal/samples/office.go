@@ -266,3 +266,14 @@ func Noise(w, h int, seed uint32) *image.RGBA {
 	}
 	return img
 }
+
+// FacturXML returns a minimal Cross Industry Invoice, as Factur-X's
+// EN 16931 profile declares itself, with the given invoice number.
+func FacturXML(number string) []byte {
+	return []byte(`<?xml version="1.0" encoding="UTF-8"?>
+<rsm:CrossIndustryInvoice xmlns:rsm="urn:un:unece:uncefact:data:standard:CrossIndustryInvoice:100" xmlns:ram="urn:un:unece:uncefact:data:standard:ReusableAggregateBusinessInformationEntity:100" xmlns:udt="urn:un:unece:uncefact:data:standard:UnqualifiedDataType:100">
+<rsm:ExchangedDocumentContext><ram:GuidelineSpecifiedDocumentContextParameter><ram:ID>urn:cen.eu:en16931:2017</ram:ID></ram:GuidelineSpecifiedDocumentContextParameter></rsm:ExchangedDocumentContext>
+<rsm:ExchangedDocument><ram:ID>` + escape(number) + `</ram:ID><ram:TypeCode>380</ram:TypeCode><ram:IssueDateTime><udt:DateTimeString format="102">20261206</udt:DateTimeString></ram:IssueDateTime></rsm:ExchangedDocument>
+</rsm:CrossIndustryInvoice>
+`)
+}

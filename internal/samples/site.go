@@ -138,3 +138,8 @@ func AttachJob(pages int) []byte {
 	return StoredZip([2][]byte{[]byte("doc.pdf"), PDF("attach", pages)},
 		[2][]byte{[]byte("data.xml"), []byte(`<?xml version="1.0"?><Data><ID>1</ID></Data>`)})
 }
+
+// FacturXJob is factur-x's sample: an invoice's PDF, then its XML.
+func FacturXJob(pages int) []byte {
+	return StoredZip([2][]byte{[]byte("invoice.pdf"), PDF("invoice", pages)}, [2][]byte{[]byte("invoice.xml"), FacturXML("F-1")})
+}

@@ -186,6 +186,9 @@ type OfficeOptions struct {
 	ExportFormFields bool `json:"export_form_fields"`
 	// PDFUA exports PDF/UA-1 (tagged, the title shown, pdfuaid in XMP).
 	PDFUA bool `json:"pdf_ua,omitempty"`
+	// PDFA exports PDF/A of this part, level b: "1", "2" or "3"; "" a
+	// plain PDF.
+	PDFA string `json:"pdf_a,omitempty"`
 }
 
 // PDFOptions are Page.printToPDF's parameters; lengths in inches.

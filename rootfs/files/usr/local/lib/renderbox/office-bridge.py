@@ -177,6 +177,12 @@ def filter_data(opts):
         fd.append(prop("PageRange", opts["page_range"]))
     if opts.get("single_page_sheets"):
         fd.append(prop("SinglePageSheets", True))
+    if opts.get("pdf_a"):
+        # PDF/A-1b, 2b or 3b: LibreOffice embeds the fonts, writes an sRGB
+        # output intent and names the part in the XMP (pdfaid:part).
+        if opts["pdf_a"] not in ("1", "2", "3"):
+            raise ValueError("PDF/A part %r is not 1, 2 or 3" % opts["pdf_a"])
+        fd.append(prop("SelectPdfVersion", int(opts["pdf_a"])))
     if opts.get("pdf_ua"):
         # PDF/UA-1: LibreOffice tags the document, shows its title and
         # names the part in the XMP (pdfuaid:part).
