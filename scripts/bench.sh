@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # make bench: the sandbox lifecycle and every renderer against native runs,
 # then, with Redis, a worker and the API started here: the served lines
-# (html-pdf, office-pdf, pdf-png through the API) with the worker's pool
+# (every family's renderers through the API) with the worker's pool
 # off, the url line (a page of 20 images by url against the same as a ZIP)
 # and pdf-png end to end against the direct sandbox run; then, with the
 # worker stopped, API intake (the API's work alone, not the cores left over
 # by a worker rendering the jobs as they come); then a worker with its pool
-# on and the served lines measured again (warm), with a warm/cold summary. JSON lines on stdout;
-# also saved to out/bench.jsonl. Extra arguments go to both bin/bench runs.
+# on and the served lines measured again (warm); then once more with its
+# pool on and no gVisor (native-warm: worker serve -unsafe-native-bench,
+# the floor; this stack serves only the benchmark's own documents), with a
+# summary: warm over cold and over native-warm. JSON lines on stdout;
+# also saved to out/bench.jsonl. Extra arguments go to every bin/bench run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p out
@@ -43,4 +46,16 @@ bin/bench -api "http://$addr" -key "$key" -only intake "$@" | tee -a out/bench.j
 echo "starting the worker with its pool on…"
 stack_start_worker "$logs/worker-warm.log"
 bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" "$@" \
-  -only served -mode warm -cold out/bench.jsonl | tee -a out/bench.jsonl
+  -only served -mode warm | tee -a out/bench.jsonl
+
+# The floor: the same agents and renderers booted ahead by the same pool,
+# as native processes (docs/security.md, "The unsafe native benchmark
+# floor"). Only this benchmark's jobs reach this worker. Ten of each
+# family, so that each of the ten serial jobs finds its renderer booted:
+# natively every sandbox is a boot (no checkpoint to restore), and with
+# the default sizes serial office-pdf jobs waited 1.2 s each for one.
+echo "restarting the worker natively, WITHOUT gVisor (the native-warm floor)…"
+stack_restart_worker "$logs/worker-native.log" -unsafe-native-bench \
+  -pool-size chromium=10,office=10,pdf=10,light=10 -pool-memory chromium=4G,office=4G,pdf=1G,light=1G
+bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" "$@" \
+  -only served -mode native-warm -cold out/bench.jsonl | tee -a out/bench.jsonl

@@ -14,7 +14,30 @@ import (
 // which take worker.Config's) has its RENDERBOX_ variable and its row in
 // docs/settings.md, so the two cannot drift.
 func TestSettingsAreDocumented(t *testing.T) {
-	envflagtest.Check(t, envflagtest.Table(t, "../../docs/settings.md"), "worker", serveFlags(new(worker.Config), new(worker.ServeConfig)))
+	envflagtest.Check(t, envflagtest.Table(t, "../../docs/settings.md"), "worker", serveFlags(new(worker.Config), new(worker.ServeConfig)),
+		worker.UnsafeNativeFlag) // no variable: TestUnsafeNativeOnlyFromTheCommandLine
+}
+
+// Rendering without gVisor is never a default nor an environment file's
+// doing: serve runs its jobs natively only with -unsafe-native-bench on
+// its command line, and refuses RENDERBOX_UNSAFE_NATIVE_BENCH outright.
+func TestUnsafeNativeOnlyFromTheCommandLine(t *testing.T) {
+	t.Setenv("RENDERBOX_ROOTFS", t.TempDir())
+	_, s, err := serveSettings(nil)
+	if err != nil || s.UnsafeNativeBench {
+		t.Fatalf("no flag: unsafe native %v, err %v; want false, nil", s.UnsafeNativeBench, err)
+	}
+	_, s, err = serveSettings([]string{"-unsafe-native-bench"})
+	if err != nil || !s.UnsafeNativeBench {
+		t.Fatalf("-unsafe-native-bench: unsafe native %v, err %v; want true, nil", s.UnsafeNativeBench, err)
+	}
+	for _, args := range [][]string{nil, {"-unsafe-native-bench"}} {
+		t.Setenv("RENDERBOX_UNSAFE_NATIVE_BENCH", "true")
+		_, s, err = serveSettings(args)
+		if err == nil || !strings.Contains(err.Error(), "only from the command line") {
+			t.Errorf("args %q with RENDERBOX_UNSAFE_NATIVE_BENCH=true: unsafe native %v, err %v; want refused", args, s.UnsafeNativeBench, err)
+		}
+	}
 }
 
 // The command line wins over a variable; a variable sets what the command

@@ -18,19 +18,33 @@ import (
 )
 
 // servedOpts configure the served benchmark: jobs through the HTTP API
-// against a running stack whose worker has its pool off ("cold") or on
-// ("warm"). The benchmark does not start or configure the worker; make
-// bench runs it once per mode (scripts/bench.sh).
+// against a running stack whose worker has its pool off ("cold"), on
+// ("warm"), or on and running natively without gVisor ("native-warm", the
+// floor: worker serve -unsafe-native-bench). The benchmark does not start
+// or configure the worker; make bench runs it once per mode
+// (scripts/bench.sh).
 type servedOpts struct {
-	mode        string   // cold or warm: a label, and warm waits for the pool
-	renderers   []string // default html-pdf, office-pdf, pdf-png
+	mode        string   // cold, warm or native-warm: a label; the last two wait for the pool
+	renderers   []string // default servedRenderers
 	serial      int      // jobs one after another for p50/p99; default 10
 	jobs        int      // jobs for the throughput phase; default 24
 	concurrency int      // clients at once in the throughput phase; default 4
 	metrics     string   // the worker's /metrics URL; "" = not known
 	poolWait    time.Duration
-	coldFile    string // warm mode: JSON lines holding the cold run, for the summary
+	coldFile    string // JSON lines holding the run's earlier served lines, for the summary
 }
+
+// Served modes, in the order make bench measures them.
+const (
+	modeCold       = "cold"
+	modeWarm       = "warm"
+	modeNativeWarm = "native-warm"
+)
+
+// servedRenderers are every family's served renderers: chromium
+// (html-pdf), office (office-pdf), pdf (pdf-png, pdf-merge) and light
+// (svg-png, dot-svg, markdown-html, image-thumbnail).
+const servedRenderers = "html-pdf,office-pdf,pdf-png,pdf-merge,svg-png,dot-svg,markdown-html,image-thumbnail"
 
 // servedLine is one renderer in one mode. The first eight fields are the
 // line docs/benchmarks.md shows, in its order, so served lines
@@ -103,11 +117,11 @@ func servedInput(renderer string) ([]byte, string, error) {
 // once (throughput, CPU). In warm mode each phase starts from a refilled
 // pool: a phase measures the pool at rest, not one drained by the last.
 func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiClient, o servedOpts) ([]servedLine, error) {
-	if o.mode != "cold" && o.mode != "warm" {
-		return nil, fmt.Errorf("served: -mode %q: use cold (worker pool off) or warm (pool on)", o.mode)
+	if o.mode != modeCold && o.mode != modeWarm && o.mode != modeNativeWarm {
+		return nil, fmt.Errorf("served: -mode %q: use cold (worker pool off), warm (pool on) or native-warm (pool on, worker serve -unsafe-native-bench)", o.mode)
 	}
 	pool := func(fallback time.Duration) map[string]float64 {
-		if o.mode != "warm" {
+		if o.mode == modeCold {
 			return poolSnapshot(ctx, o.metrics)
 		}
 		return waitPool(ctx, o.metrics, o.poolWait, fallback)
@@ -172,7 +186,7 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 		})
 		elapsed := time.Since(t0)
 		window := "throughput"
-		if o.mode == "warm" && pool(0) != nil {
+		if o.mode != modeCold && pool(0) != nil {
 			window = "throughput+refill"
 		}
 		cpu1, steal1, err := hostCPU()
@@ -447,40 +461,70 @@ func modesSince(ctx context.Context, url, renderer string, before map[string]flo
 	}
 }
 
-// summarize prints, per renderer measured in both modes, warm over cold
-// for each served figure: below 1 is better for latency and CPU, above 1
-// for throughput. The cold lines come from file (the same make bench run).
-func summarize(out *json.Encoder, stamp, file string, warm []servedLine) error {
+// summarize prints one summary line over this run's served lines: those
+// in file (the earlier modes of the same make bench run) and cur (this
+// mode's), the last line of a renderer and mode winning. Per renderer
+// measured in both, warm over cold and warm over native-warm for each
+// served figure: below 1 is better for latency and CPU, above 1 for
+// throughput; against native-warm, 1 is what gVisor would cost if it
+// cost nothing.
+func summarize(out *json.Encoder, stamp, file string, cur []servedLine) error {
 	f, err := os.Open(file)
 	if err != nil {
-		return fmt.Errorf("summary: the cold run's lines: %w", err)
+		return fmt.Errorf("summary: the run's earlier lines: %w", err)
 	}
 	defer f.Close()
-	cold := map[string]servedLine{}
+	var lines []servedLine
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var l servedLine
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Bench == "served" && l.Mode == "cold" {
-			cold[l.Renderer] = l // the last cold line of a renderer wins
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Bench == "served" {
+			lines = append(lines, l)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("summary: reading %s: %w", file, err)
 	}
-	ratios := map[string]map[string]float64{}
-	for _, w := range warm {
-		c, ok := cold[w.Renderer]
-		if !ok {
-			fmt.Fprintf(os.Stderr, "bench: summary: no cold line for %s in %s\n", w.Renderer, file)
-			continue
+	return out.Encode(summary(stamp, append(lines, cur...)))
+}
+
+// summary is the summary line of lines: warm_over_cold and
+// warm_over_native_warm, each only with the renderers measured in both
+// of its modes (absent when none was).
+func summary(stamp string, lines []servedLine) map[string]any {
+	by := map[string]map[string]servedLine{}
+	for _, l := range lines {
+		if by[l.Mode] == nil {
+			by[l.Mode] = map[string]servedLine{}
 		}
-		ratios[w.Renderer] = map[string]float64{
-			"p50_ms": div(w.P50, c.P50), "p99_ms": div(w.P99, c.P99),
-			"jobs_per_s": div(w.JobsPerS, c.JobsPerS), "cpu_s_per_job": div(w.CPUPerJob, c.CPUPerJob),
-		}
+		by[l.Mode][l.Renderer] = l
 	}
-	return out.Encode(map[string]any{"time": stamp, "bench": "summary", "warm_over_cold": ratios})
+	ratios := func(over string) map[string]map[string]float64 {
+		var r map[string]map[string]float64
+		for name, w := range by[modeWarm] {
+			o, ok := by[over][name]
+			if !ok {
+				continue
+			}
+			if r == nil {
+				r = map[string]map[string]float64{}
+			}
+			r[name] = map[string]float64{
+				"p50_ms": div(w.P50, o.P50), "p99_ms": div(w.P99, o.P99),
+				"jobs_per_s": div(w.JobsPerS, o.JobsPerS), "cpu_s_per_job": div(w.CPUPerJob, o.CPUPerJob),
+			}
+		}
+		return r
+	}
+	line := map[string]any{"time": stamp, "bench": "summary"}
+	if r := ratios(modeCold); r != nil {
+		line["warm_over_cold"] = r
+	}
+	if r := ratios(modeNativeWarm); r != nil {
+		line["warm_over_native_warm"] = r
+	}
+	return line
 }
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }

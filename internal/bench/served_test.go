@@ -88,3 +88,50 @@ func TestHostCPU(t *testing.T) {
 		t.Errorf("steal: got %v then %v, want not negative and not decreasing", sa, sb)
 	}
 }
+
+// The summary divides warm by cold and by native-warm per renderer and
+// figure, only where both modes were measured; the last line of a
+// renderer and mode wins; a mode measured for no renderer leaves its key
+// out.
+func TestSummary(t *testing.T) {
+	line := func(r, mode string, p50, jobs, cpu float64) servedLine {
+		return servedLine{Bench: "served", Renderer: r, Mode: mode, P50: p50, P99: 2 * p50, JobsPerS: jobs, CPUPerJob: cpu}
+	}
+	got := summary("t", []servedLine{
+		line("html-pdf", modeCold, 1600, 0.8, 2.5),
+		line("html-pdf", modeWarm, 9999, 9, 9), // replaced below
+		line("svg-png", modeCold, 300, 3, 0.5),
+		line("html-pdf", modeNativeWarm, 250, 4, 0.4),
+		line("pdf-png", modeNativeWarm, 100, 8, 0.1),
+		line("html-pdf", modeWarm, 500, 1.6, 1.2),
+		line("svg-png", modeWarm, 120, 6, 0.25),
+	})
+	want := map[string]any{"time": "t", "bench": "summary",
+		"warm_over_cold": map[string]map[string]float64{
+			"html-pdf": {"p50_ms": 0.31, "p99_ms": 0.31, "jobs_per_s": 2, "cpu_s_per_job": 0.48},
+			"svg-png":  {"p50_ms": 0.4, "p99_ms": 0.4, "jobs_per_s": 2, "cpu_s_per_job": 0.5},
+		},
+		"warm_over_native_warm": map[string]map[string]float64{
+			"html-pdf": {"p50_ms": 2, "p99_ms": 2, "jobs_per_s": 0.4, "cpu_s_per_job": 3},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v,\nwant %v", got, want)
+	}
+	if got := summary("t", []servedLine{line("html-pdf", modeWarm, 500, 1.6, 1.2), line("html-pdf", modeCold, 1000, 0.8, 2.4)}); got["warm_over_native_warm"] != nil || got["warm_over_cold"] == nil {
+		t.Errorf("without native-warm lines: got %v, want warm_over_cold only", got)
+	}
+}
+
+// Each job's sandbox mode is read from the worker's counter, the floor's
+// native-warm and native-cold as any other.
+func TestNativeModesCounted(t *testing.T) {
+	ss := parseMetrics(bufio.NewScanner(strings.NewReader(`renderbox_worker_jobs_total{mode="native-warm",outcome="succeeded",renderer="html-pdf"} 33
+renderbox_worker_jobs_total{mode="native-cold",outcome="succeeded",renderer="html-pdf"} 1
+renderbox_worker_jobs_total{mode="prebooted",outcome="succeeded",renderer="pdf-png"} 7
+`)))
+	got := byLabel(ss, "renderbox_worker_jobs_total", "mode", map[string]string{"renderer": "html-pdf"})
+	if want := map[string]float64{"native-warm": 33, "native-cold": 1}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}

@@ -114,6 +114,10 @@ const (
 	ModeCold      = "cold"      // created and started for the job
 	ModePrebooted = "prebooted" // booted from nothing before the job
 	ModeRestored  = "restored"  // restored from a checkpoint of a booted one
+	// The unsafe benchmark floor (worker serve -unsafe-native-bench): the
+	// same agent and renderer as a native process, no gVisor.
+	ModeNativeWarm = "native-warm" // booted natively before the job
+	ModeNativeCold = "native-cold" // started natively for the job
 )
 
 // AgentPath is where rootfs/build.sh installs the agent.

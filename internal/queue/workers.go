@@ -37,6 +37,10 @@ type WorkerInfo struct {
 	Concurrency  int       `json:"concurrency"`
 	PoolFamilies []string  `json:"pool_families"`
 	StartedAt    time.Time `json:"started_at"`
+	// UnsafeNativeBench says the worker runs its jobs natively, without
+	// gVisor (worker serve -unsafe-native-bench): a benchmark floor that
+	// must never take untrusted input. Absent otherwise.
+	UnsafeNativeBench bool `json:"unsafe_native_bench,omitempty"`
 }
 
 // WorkerSeen is a worker's record as read back, with its last heartbeat.

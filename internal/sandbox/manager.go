@@ -104,6 +104,10 @@ type Manager struct {
 	// noSwap: the kernel accounts swap to cgroups, and every sandbox's
 	// memory+swap is capped at its memory limit (SpecOptions.NoSwap).
 	noSwap bool
+
+	// native: sandboxes are native processes without gVisor, the unsafe
+	// benchmark floor (UseUnsafeNative, native.go).
+	native bool
 }
 
 // NewManager locates runsc and prepares the state directory. It does not
@@ -187,6 +191,9 @@ func (m *Manager) NewSandbox(limits Limits, args []string) (*Sandbox, error) {
 		bundle: filepath.Join(m.cfg.StateDir, "bundles", id),
 		cgroup: "/" + m.cfg.CgroupParent + "/" + id,
 		noSwap: m.noSwap,
+	}
+	if m.native {
+		s.native = m.cfg.Rootfs
 	}
 	err := writeBundle(s.bundle, SpecOptions{
 		RootfsPath:  m.cfg.Rootfs,
@@ -374,9 +381,10 @@ func (m *Manager) runIn(ctx context.Context, sb *Sandbox, job Job, res *Result) 
 	if req.StderrTail == 0 {
 		req.StderrTail = 4096
 	}
-	if req.MaxTasks == 0 {
+	if req.MaxTasks == 0 && sb.native == "" {
 		// A pooled sandbox was created with its family's RLIMIT_NPROC;
-		// the agent starts this job's renderer under the job's.
+		// the agent starts this job's renderer under the job's. (A
+		// native one has none: nativeCommand says why.)
 		req.MaxTasks = lim.NProc
 	}
 	input := job.Input

@@ -17,6 +17,10 @@ const (
 	ModeCold      = jobspec.ModeCold
 	ModePrebooted = jobspec.ModePrebooted
 	ModeRestored  = jobspec.ModeRestored
+	// The unsafe benchmark floor's (Manager.UseUnsafeNative): a native
+	// process booted ahead, or made for the job.
+	ModeNativeWarm = jobspec.ModeNativeWarm
+	ModeNativeCold = jobspec.ModeNativeCold
 )
 
 // PoolFamily configures the pool of one renderer family (jobspec.Family:

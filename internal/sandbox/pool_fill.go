@@ -134,7 +134,12 @@ func (p *Pool) fill(ctx context.Context, f *family) error {
 	var sb *Sandbox
 	var err error
 	mode := ModePrebooted
-	if f.cfg.Restore {
+	if p.m.Native() {
+		// Booted, as the floor a warm sandbox is measured against
+		// (native.go): a native process has no checkpoint.
+		mode = ModeNativeWarm
+		sb, err = p.bootOne(ctx, f.cfg)
+	} else if f.cfg.Restore {
 		mode = ModeRestored
 		sb, err = p.restoreOne(ctx, f)
 	} else {

@@ -46,6 +46,9 @@ type Sandbox struct {
 	bundle string // bundle directory, removed by Destroy
 	cgroup string // cgroupsPath of the spec
 	noSwap bool   // the spec caps memory+swap at the memory limit
+	// native is the rootfs tree when the sandbox is a native process
+	// without gVisor (Manager.UseUnsafeNative, native.go); "" for gVisor.
+	native string
 
 	mu    sync.Mutex
 	state State
@@ -117,6 +120,9 @@ func (s *Sandbox) Create(ctx context.Context) error {
 		return err
 	}
 	return s.spawn(ctx, func(pidFile string, in, out, errw *os.File) error {
+		if s.native != "" {
+			return s.nativeCreate(ctx, pidFile, in, out, errw)
+		}
 		return s.runsc.Create(ctx, s.ID, CreateOpts{Bundle: s.bundle, PidFile: pidFile, Stdin: in, Stdout: out, Stderr: errw})
 	})
 }
@@ -183,6 +189,9 @@ func (s *Sandbox) spawn(ctx context.Context, run func(pidFile string, in, out, e
 func (s *Sandbox) Start(ctx context.Context) error {
 	if err := s.transition(StateRunning, StateCreated); err != nil {
 		return err
+	}
+	if s.native != "" {
+		return nil // its process runs since Create
 	}
 	return s.runsc.Start(ctx, s.ID)
 }
@@ -303,6 +312,10 @@ func (s *Sandbox) Wait(ctx context.Context) (int, error) {
 // (which on a loaded host takes long enough to miss a deadline); `runsc
 // kill` follows for the container's own bookkeeping.
 func (s *Sandbox) Kill(ctx context.Context) error {
+	if s.native != "" {
+		s.nativeKill()
+		return nil
+	}
 	if s.exit != nil {
 		s.exit.signal(syscall.SIGKILL)
 	}
@@ -334,7 +347,9 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 			s.rendered()
 		}
 		var errs []error
-		if prev != StateNew {
+		if prev != StateNew && s.native != "" {
+			s.nativeKill()
+		} else if prev != StateNew {
 			if err := s.runsc.Delete(ctx, s.ID, DeleteOpts{Force: true}); err != nil && s.exists(ctx) {
 				errs = append(errs, err)
 			} else if err := s.runsc.forget(s.ID); err != nil {
@@ -376,6 +391,9 @@ func (s *Sandbox) exists(ctx context.Context) bool {
 // and the checkpointed agent resumes in it, reading the new stdin and
 // writing the new stdout.
 func (s *Sandbox) Restore(ctx context.Context, imageDir string) error {
+	if s.native != "" {
+		return fmt.Errorf("sandbox %s: a native sandbox cannot be restored", s.ID)
+	}
 	if err := s.transition(StateRunning, StateNew); err != nil {
 		return err
 	}
@@ -389,6 +407,9 @@ func (s *Sandbox) Restore(ctx context.Context, imageDir string) error {
 // Checkpoint saves the running sandbox into the image directory dir, its
 // pages of zeroes left out, for Restore to make copies of it.
 func (s *Sandbox) Checkpoint(ctx context.Context, dir string) error {
+	if s.native != "" {
+		return fmt.Errorf("sandbox %s: a native sandbox cannot be checkpointed", s.ID)
+	}
 	return s.runsc.Checkpoint(ctx, s.ID, CheckpointOpts{ImagePath: dir, ExcludeZeroPages: true})
 }
 

@@ -160,9 +160,13 @@ func (x *Runner) stage(ctx context.Context, renderer string, st render.Stage) *R
 		x.Logger.Warn("a pooled sandbox failed; running the job cold", "sandbox_id", res.SandboxID, "sandbox_mode", mode, "err", err)
 		job.Input = io.NewSectionReader(st.Input, 0, job.Request.InputSize)
 	}
-	x.took(sandbox.ModeCold)
+	mode = sandbox.ModeCold
+	if x.Manager.Native() {
+		mode = sandbox.ModeNativeCold
+	}
+	x.took(mode)
 	res, td, err := x.Manager.Exec(ctx, nil, job)
-	return x.ran(renderer, res, sandbox.ModeCold, td, err)
+	return x.ran(renderer, res, mode, td, err)
 }
 
 func (x *Runner) took(mode string) {

@@ -58,7 +58,16 @@ type ServeConfig struct {
 	// Ceilings are the renderers' limits of the operator's own
 	// (render.ParseCeilings), the API's.
 	Ceilings string
+	// UnsafeNativeBench runs every job natively, WITHOUT gVisor: the same
+	// agent, renderers, pool and job path, as a benchmark floor
+	// (sandbox.Manager.UseUnsafeNative). Never for untrusted input
+	// (docs/security.md). Only the command line sets it: it has no
+	// variable, and `worker serve` refuses one. Default false.
+	UnsafeNativeBench bool
 }
+
+// UnsafeNativeFlag is the flag that turns on UnsafeNativeBench.
+const UnsafeNativeFlag = "unsafe-native-bench"
 
 // DefaultMetricsAddr is where a worker serves /metrics unless told:
 // loopback, beside the API's 127.0.0.1:9090.
@@ -76,6 +85,7 @@ func (s *ServeConfig) Bind(fs *flag.FlagSet) {
 	s.Pool.Bind(fs)
 	s.Remote.Bind(fs, "a URL page")
 	fs.StringVar(&s.Ceilings, "ceilings", "", render.CeilingsUsage)
+	fs.BoolVar(&s.UnsafeNativeBench, UnsafeNativeFlag, false, "UNSAFE, benchmarks only: run jobs as native processes WITHOUT gVisor (make bench's native-warm floor); never for untrusted input")
 }
 
 // Serve runs the start-up checks, then takes jobs from the queue until
@@ -120,6 +130,11 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	m, facts, err := hostcheck.Preflight(ctx, c.Host(log), hostcheck.Log(log), fams != nil, true /* serving */)
 	if err != nil {
 		return err
+	}
+	if s.UnsafeNativeBench {
+		// After the checks: the host is still checked with real sandboxes.
+		m.UseUnsafeNative()
+		log.Warn("UNSAFE: -" + UnsafeNativeFlag + ": this worker renders WITHOUT gVisor, natively on the host kernel; a benchmark floor, never for untrusted input")
 	}
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
@@ -181,7 +196,8 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 		return fmt.Errorf("starting the queue consumer: %w", err)
 	}
 	info := queue.WorkerInfo{ID: workerID(), Name: s.Name, Host: host, RootfsDigest: facts.Rootfs,
-		RunscVersion: facts.Runsc, Concurrency: s.Concurrency, PoolFamilies: familyNames(fams), StartedAt: time.Now().UTC()}
+		RunscVersion: facts.Runsc, Concurrency: s.Concurrency, PoolFamilies: familyNames(fams), StartedAt: time.Now().UTC(),
+		UnsafeNativeBench: s.UnsafeNativeBench}
 	hctx, stopBeats := context.WithCancel(context.Background())
 	beatsDone := make(chan struct{})
 	go func() {
@@ -194,7 +210,7 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	defer func() { stopBeats(); <-beatsDone }()
 	log.Info("worker ready", "concurrency", s.Concurrency, "redis", redisShown, "worker_id", info.ID,
 		"rootfs_digest", info.RootfsDigest, "runsc_version", info.RunscVersion, "version", buildinfo.Read().Version,
-		"cgroup_parent", m.Config().CgroupParent)
+		"cgroup_parent", m.Config().CgroupParent, "unsafe_native_bench", s.UnsafeNativeBench)
 	<-ctx.Done()
 	// A draining worker takes no new jobs: it is no longer counted alive.
 	stopBeats()
