@@ -38,7 +38,7 @@ bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metri
 echo "stopping the worker to measure intake…"
 kill -TERM "$worker_pid" 2>/dev/null || true
 wait "$worker_pid" 2>/dev/null || true
-bin/bench -api "http://$addr" -key "$key" -only intake "$@" | tee -a out/bench.jsonl
+bin/bench -api "http://$addr" -key "$key" "$@" -only intake | tee -a out/bench.jsonl  # -only last: it wins
 
 # Warm: the worker's default pool. Before each phase bin/bench polls the
 # worker's /metrics until every family's pool is full (renderbox_pool_idle
