@@ -44,14 +44,19 @@ func (g *groupCommit) insert(ctx context.Context, db *sql.DB, job Job, ins func(
 	c := &insertCall{ctx: ctx, job: job, wake: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
-	if !g.busy {
+	lead := !g.busy
+	if lead {
 		g.busy, c.lead = true, true
 	}
 	g.mu.Unlock()
-	if !c.lead {
+	if !lead {
 		<-c.wake
+		// Answered, or handed the lead (written under the lock).
+		g.mu.Lock()
+		lead = c.lead
+		g.mu.Unlock()
 	}
-	if c.lead {
+	if lead {
 		g.mu.Lock()
 		group := g.queue
 		g.queue = nil
