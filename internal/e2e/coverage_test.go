@@ -40,9 +40,10 @@ var coveredSchemas = []string{"Job", "WebhookStatus", "WebhookEvent", "JobList",
 // expected to send, each optional in the contract whose description says
 // when it is absent.
 var conditional = map[string]string{
-	"Version.revision": "absent for a build without VCS stamping (the tests build with go build, which stamps nothing under -buildvcs=false)",
-	"Version.time":     "absent as revision is",
-	"Ready.reason":     "only with 503 unavailable, which a ready stack does not answer",
+	"Version.revision":           "absent for a build without VCS stamping (the tests build with go build, which stamps nothing under -buildvcs=false)",
+	"Version.time":               "absent as revision is",
+	"Ready.reason":               "only with 503 unavailable, which a ready stack does not answer",
+	"Worker.unsafe_native_bench": "only from a worker started with -unsafe-native-bench, the benchmark's floor; no test stack runs one",
 }
 
 // recordSeen walks data (a decoded JSON answer) with its schema s, named
