@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what renderbox needs on a fresh Debian bookworm machine, as root,
 # idempotently: Debian packages (mmdebstrap, erofs-utils, redis-server,
-# poppler-utils, postgresql, iproute2, systemd, shellcheck), promtool, a static runsc at the pinned version, and
-# the renderer rootfs.
+# poppler-utils, postgresql, iproute2, systemd, shellcheck), promtool, a static runsc at the pinned version,
+# SeaweedFS's weed at the pinned version (the tests' S3-compatible server), and the renderer rootfs.
 #   scripts/setup.sh            everything
 #   scripts/setup.sh --no-rootfs  skip the rootfs build
 set -euo pipefail
@@ -79,6 +79,25 @@ if ! go version -m /usr/local/bin/runsc 2>/dev/null | grep -q "gvisor.dev/gvisor
   CGO_ENABLED=0 GOBIN=/usr/local/bin go install "gvisor.dev/gvisor/runsc@$pinned"
 fi
 
+# SeaweedFS's weed, the S3-compatible server the object-store tests start
+# (testenv.StartS3), built from the module proxy at the pinned version
+# into a path keyed by it. `go install mod@version` refuses the module (its
+# go.mod has a replace directive), so it is built inside the downloaded
+# module; about 25 minutes of CPU on two busy cores, once.
+weed_pinned=$(sed -n 's/^const PinnedSeaweedFS = "\(.*\)"/\1/p' internal/testenv/s3.go)
+[ -n "$weed_pinned" ] || die "cannot read PinnedSeaweedFS from internal/testenv/s3.go"
+weed_bin=/var/cache/renderbox/bin/weed-$weed_pinned
+if [ ! -x "$weed_bin" ]; then
+  echo "setup: building SeaweedFS $weed_pinned (weed; many minutes, once)"
+  weed_src=$(cd / && GOFLAGS=-mod=mod go mod download -json "github.com/seaweedfs/seaweedfs@$weed_pinned" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$weed_src" ] || die "could not download github.com/seaweedfs/seaweedfs@$weed_pinned"
+  mkdir -p /var/cache/renderbox/bin
+  (cd "$weed_src" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$weed_bin.tmp" ./weed) ||
+    die "building weed failed"
+  mv "$weed_bin.tmp" "$weed_bin"
+fi
+
 # Huge pages for the sandboxes' memory: runsc uses them only when the host's
 # shmem THP is advise (with a defrag that does not compact directly) or
 # always. Memory-heavy renderers fault several times less (LibreOffice:
@@ -99,4 +118,4 @@ fi
 if [ "${1:-}" != --no-rootfs ]; then
   bash rootfs/build.sh
 fi
-echo "setup: done (runsc $pinned at /usr/local/bin/runsc)"
+echo "setup: done (runsc $pinned at /usr/local/bin/runsc, weed at $weed_bin)"

@@ -97,8 +97,10 @@ type Server struct {
 	OpenAPI []byte
 	Ledger  ledger.Store
 	Queue   *queue.Queue
-	Logger  *slog.Logger
-	Limits  Limits
+	// BlobDownloads says how outputs in an object store are downloaded.
+	BlobDownloads BlobDownloads
+	Logger        *slog.Logger
+	Limits        Limits
 	// Diagnostics lets clients run the operators' diagnostic renderers
 	// (sandbox-probe). Off by default.
 	Diagnostics bool

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/renderbox/renderbox/internal/blobs"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/jobstate"
 )
@@ -39,7 +40,14 @@ func (s *Server) getOutputsZip(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusNotFound, "not_found", fmt.Sprintf("the job is %s: only a succeeded job has outputs", job.State))
 		return
 	}
-	blobs := make([]*queue.BlobReader, len(job.Outputs))
+	readers := make([]blobs.Blob, len(job.Outputs))
+	defer func() {
+		for _, b := range readers {
+			if b != nil {
+				b.Close()
+			}
+		}
+	}()
 	var total int64
 	for i, o := range job.Outputs {
 		blob, err := s.Queue.OpenBlob(r.Context(), queue.OutputKey(job.ID, o.Name))
@@ -47,7 +55,7 @@ func (s *Server) getOutputsZip(w http.ResponseWriter, r *http.Request) {
 			blobProblem(w, o.Name, err)
 			return
 		}
-		blobs[i], total = blob, total+blob.Size()
+		readers[i], total = blob, total+blob.Size()
 	}
 	name := job.ID + ".zip"
 	if job.OutputName != "" {
@@ -69,11 +77,12 @@ func (s *Server) getOutputsZip(w http.ResponseWriter, r *http.Request) {
 	for i, o := range job.Outputs {
 		fw, err := zw.CreateHeader(&zip.FileHeader{Name: o.Name, Method: zip.Store, Modified: job.FinishedAt.UTC()})
 		if err == nil {
-			_, err = io.Copy(fw, blobs[i])
+			_, err = io.Copy(fw, readers[i])
 		}
 		// A read blob keeps its last chunk: let it go (20 pages held
 		// 5 MiB per download until the end).
-		blobs[i] = nil
+		readers[i].Close()
+		readers[i] = nil
 		if err != nil {
 			s.abortZip(r, job.ID, o.Name, err)
 		}

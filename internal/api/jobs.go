@@ -276,6 +276,10 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		s.wakeWebhooks()
 		s.reqLog(r).Error("queueing a job", "job_id", job.ID, "err", err)
 		w.Header().Set("Retry-After", "5")
+		if errors.Is(err, queue.ErrBlobStore) {
+			problem(w, http.StatusServiceUnavailable, "unavailable", "the document store is unreachable; retry later")
+			return
+		}
 		problem(w, http.StatusServiceUnavailable, "unavailable", "the queue is unreachable; retry later")
 		return
 	}
@@ -451,11 +455,16 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request) {
 		blobProblem(w, name, err)
 		return
 	}
+	defer blob.Close()
+	disposition := mime.FormatMediaType("attachment", map[string]string{"filename": name})
+	w.Header().Set("ETag", `"`+out.SHA256+`"`)
+	if s.redirectOutput(w, r, job.ID, out, disposition) {
+		return
+	}
 	w.Header().Set("Content-Type", out.MediaType)
-	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	w.Header().Set("Content-Disposition", disposition)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Security-Policy", "sandbox; default-src 'none'")
-	w.Header().Set("ETag", `"`+out.SHA256+`"`)
 	// A download may take its size at the minimum rate beyond the usual
 	// write timeout; a slower reader is cut off.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.HTTP.WriteTimeout +

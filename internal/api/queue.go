@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/renderbox/renderbox/internal/blobs"
 	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
@@ -21,7 +22,8 @@ import (
 //     result event and otherwise four times a second;
 //   - jobs a dead dispatcher left half-moved are enqueued again
 //     (queue.Reclaim);
-//   - archived tasks past the retention are deleted (queue.DeleteExpired);
+//   - archived tasks past the retention are deleted (queue.DeleteExpired),
+//     and so are objects of an object store (blobs.Sweeper);
 //   - jobs the queue lost are failed (reconcile).
 func (s *Server) RunQueue(ctx context.Context) error {
 	s.setup()
@@ -54,9 +56,11 @@ func (s *Server) RunQueue(ctx context.Context) error {
 		if err == nil && now.Sub(janitorAt) >= janitorEvery {
 			var n int
 			if n, err = s.Queue.DeleteExpired(ctx); err == nil {
-				janitorAt = now
 				if n > 0 {
 					s.Logger.Info("deleted archived tasks past the retention", "count", n)
+				}
+				if n, err = s.sweepBlobs(ctx, now); err == nil {
+					janitorAt = now
 				}
 			}
 		}
@@ -193,4 +197,18 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, key string, size 
 		return false
 	}
 	return true
+}
+
+// sweepBlobs deletes the documents of an object store written longer than
+// the retention ago; Redis's expire by their TTL.
+func (s *Server) sweepBlobs(ctx context.Context, now time.Time) (int, error) {
+	sw, ok := s.Queue.Blobs.(blobs.Sweeper)
+	if !ok {
+		return 0, nil
+	}
+	n, err := sw.DeleteBefore(ctx, now.Add(-s.Queue.Retention))
+	if n > 0 {
+		s.Logger.Info("deleted documents past the retention from the object store", "count", n)
+	}
+	return n, err
 }

@@ -36,6 +36,7 @@ import (
 
 	"github.com/renderbox/renderbox"
 	"github.com/renderbox/renderbox/internal/api"
+	"github.com/renderbox/renderbox/internal/blobs"
 	"github.com/renderbox/renderbox/internal/buildinfo"
 	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/cidr"
@@ -118,6 +119,9 @@ type Config struct {
 	// Ceilings are the renderers' limits of the operator's own
 	// (render.ParseCeilings); "" keeps the catalogue's.
 	Ceilings string
+	// Blobs is where inputs and outputs live: Redis (default) or an
+	// object store by URL, the workers' -blobs (blobs.Config).
+	Blobs blobs.Config
 	// Events: a result event this replica could not apply is retried, by
 	// any replica, after Events.RetryAfter (default 5s) and given up to
 	// the dead-letter stream after Events.MaxDeliveries (default 10).
@@ -159,6 +163,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.WebhookRetry, "webhook-retry", "", "wait before each webhook retry, e.g. 5s,30s,2m (default 5s,30s,2m,10m,30m,1h,3h,6h,12h)")
 	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
 	c.Remote.Bind(fs, "download_from")
+	c.Blobs.Bind(fs, true /* api */)
 	fs.DurationVar(&c.RemoteTimeout, "remote-timeout", 60*time.Second, "bound on all of one job's download_from fetches")
 	fs.DurationVar(&c.Events.RetryAfter, "event-retry-after", 5*time.Second, "a result event not applied (ledger error, unknown job, a replica that died) is retried by any replica after this")
 	fs.Int64Var(&c.Events.MaxDeliveries, "event-max-deliveries", 10, "a result event not applied after this many deliveries is moved to the dead-letter stream renderbox:events:dead")
@@ -268,6 +273,9 @@ func (c Config) validate() error {
 	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
+	}
+	if err := c.Blobs.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	cs, err := render.ParseCeilings(c.Ceilings)
 	if err != nil {
@@ -448,7 +456,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 		}
 		log.Info("renderer ceilings set", "ceilings", c.Ceilings)
 	}
-	s := &api.Server{OpenAPI: spec, Ledger: store, Queue: queue.New(rdb, c.Retention), Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Remote: remote, Diagnostics: c.Diagnostics,
+	q := queue.New(rdb, c.Retention)
+	if err := c.useBlobs(ctx, log, q); err != nil {
+		return err
+	}
+	s := &api.Server{OpenAPI: spec, Ledger: store, Queue: q, BlobDownloads: api.BlobDownloads{Mode: c.Blobs.Downloads, Expiry: c.Blobs.PresignExpiry}, Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Remote: remote, Diagnostics: c.Diagnostics,
 		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events, TrustedProxies: proxies, PublicURL: public}
 	srv := s.HTTPServer(c.Addr)
 	var msrv *http.Server
@@ -529,3 +541,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 // shutdownTimeout is how long requests in flight may finish once serve's
 // context ends.
 const shutdownTimeout = 10 * time.Second
+
+// useBlobs points q at the object store -blobs names, if any, and sets
+// the store's lifecycle rule for the retention where it has rules (the
+// janitor deletes on time either way: api.RunQueue). A store that does
+// not answer yet is logged, as Redis is: jobs answer 503 until it does.
+func (c *Config) useBlobs(ctx context.Context, log *slog.Logger, q *queue.Queue) error {
+	st, err := c.Blobs.Store()
+	if err != nil || st == nil {
+		return err
+	}
+	q.UseBlobs(st)
+	log.Info("documents live in an object store", "store", st.String(), "downloads", c.Blobs.Downloads)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := st.Ping(pctx); err != nil {
+		log.Warn("the object store does not answer yet; submissions answer 503 until it does", "err", err)
+		return nil
+	}
+	if err := st.ExpireAfter(pctx, c.Retention); err != nil {
+		log.Warn("no lifecycle rule on the object store; the janitor alone deletes objects past the retention", "err", err)
+	}
+	return nil
+}

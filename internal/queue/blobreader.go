@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/renderbox/renderbox/internal/blobs"
 )
 
 // blobChunk is the most of a blob one GETRANGE fetches: what a reader
@@ -33,11 +36,31 @@ type BlobReader struct {
 	bufOff int64
 }
 
-// OpenBlob returns a reader of the blob at key, or ErrNoBlob. Blobs are
+// redisBlobs is the default blobs.Store: keys of the queue's Redis with
+// the retention as their TTL.
+type redisBlobs struct{ rdb redis.UniversalClient }
+
+func (r redisBlobs) Put(ctx context.Context, key string, data []byte, ttl time.Duration) error {
+	return r.rdb.Set(ctx, key, data, ttl).Err()
+}
+
+func (r redisBlobs) Get(ctx context.Context, key string) ([]byte, error) {
+	b, err := r.rdb.Get(ctx, key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, blobs.ErrNotFound
+	}
+	return b, err
+}
+
+func (r redisBlobs) Delete(ctx context.Context, keys ...string) error {
+	return r.rdb.Del(ctx, keys...).Err()
+}
+
+// Open returns a reader of the blob at key, or ErrNoBlob. Blobs are
 // written once and never changed, so the chunks read later belong to the
 // same blob; one that expires mid-read ends with io.ErrUnexpectedEOF.
-func (q *Queue) OpenBlob(ctx context.Context, key string) (*BlobReader, error) {
-	pipe := q.rdb.Pipeline()
+func (r redisBlobs) Open(ctx context.Context, key string) (blobs.Blob, error) {
+	pipe := r.rdb.Pipeline()
 	exists, size := pipe.Exists(ctx, key), pipe.StrLen(ctx, key)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err
@@ -45,7 +68,13 @@ func (q *Queue) OpenBlob(ctx context.Context, key string) (*BlobReader, error) {
 	if exists.Val() == 0 {
 		return nil, ErrNoBlob
 	}
-	return &BlobReader{ctx: ctx, rdb: q.rdb, key: key, size: size.Val()}, nil
+	return &BlobReader{ctx: ctx, rdb: r.rdb, key: key, size: size.Val()}, nil
+}
+
+// Close lets the held chunk go; the reader holds no connection.
+func (b *BlobReader) Close() error {
+	b.buf = nil
+	return nil
 }
 
 // Size is the blob's length in bytes.
@@ -86,18 +115,9 @@ func (b *BlobReader) Read(p []byte) (int, error) {
 
 // Seek sets the offset for the next Read; it costs no round trip.
 func (b *BlobReader) Seek(offset int64, whence int) (int64, error) {
-	switch whence {
-	case io.SeekStart:
-	case io.SeekCurrent:
-		offset += b.off
-	case io.SeekEnd:
-		offset += b.size
-	default:
-		return 0, errors.New("blob reader: invalid whence")
+	off, err := blobs.Seek(b.off, b.size, offset, whence)
+	if err == nil {
+		b.off = off
 	}
-	if offset < 0 {
-		return 0, errors.New("blob reader: negative position")
-	}
-	b.off = offset
-	return offset, nil
+	return off, err
 }

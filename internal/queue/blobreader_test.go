@@ -39,7 +39,7 @@ func openTestBlob(t *testing.T, q *Queue) ([]byte, *BlobReader) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return data, b
+	return data, b.(*BlobReader)
 }
 
 // A blob is read a chunk at a time, from any offset, to the same bytes as

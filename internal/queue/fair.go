@@ -126,9 +126,25 @@ func (q *Queue) Submit(ctx context.Context, p Payload, size int64, timeout time.
 	return nil
 }
 
-// SubmitInput stores a job's input and submits it (Submit) in one round
-// trip to Redis: what the API does for each job it accepts.
+// ErrBlobStore wraps a failure to write to the object store, which the
+// API answers apart from Redis's (both are 503s to retry).
+var ErrBlobStore = errors.New("the object store failed")
+
+// SubmitInput stores a job's input and submits it (Submit): in one round
+// trip to Redis when blobs are in Redis, else the input's object first,
+// so no task ever names an input not yet written. A submission that
+// fails after its input was written deletes it.
 func (q *Queue) SubmitInput(ctx context.Context, p Payload, input []byte, timeout time.Duration, maxRetry int) error {
+	if !q.blobsInRedis() {
+		if err := q.Blobs.Put(ctx, InputKey(p.JobID), input, q.Retention); err != nil {
+			return fmt.Errorf("storing job %s's input: %w: %w", p.JobID, ErrBlobStore, err)
+		}
+		err := q.Submit(ctx, p, int64(len(input)), timeout, maxRetry)
+		if err != nil {
+			_ = q.Blobs.Delete(context.WithoutCancel(ctx), InputKey(p.JobID))
+		}
+		return err
+	}
 	p.Retention = q.Retention
 	size := int64(len(input))
 	b, err := json.Marshal(waitingJob{Owner: p.Owner, Size: size, Payload: p, Timeout: timeout, MaxRetry: maxRetry})

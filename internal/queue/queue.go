@@ -1,6 +1,7 @@
 // Package queue is the glue between the API and the workers, all in
 // Redis: render tasks go through asynq (the job id is the TaskID), inputs
-// and outputs are blobs with a retention TTL, results come back as events
+// and outputs are blobs with a retention TTL (in Redis, or in the object
+// store of blobs.Store the binaries name), results come back as events
 // on a Redis stream that the API replicas consume into the ledger (one
 // consumer group; what one cannot apply is retried by another, and given
 // up to a dead-letter stream after a bound: consume.go), a job's end is
@@ -19,6 +20,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/renderbox/renderbox/internal/blobs"
 )
 
 // TypeRender is the asynq task type of a render job; QueueName its queue.
@@ -68,6 +71,9 @@ type Queue struct {
 	inspector *asynq.Inspector
 	// Retention is how long blobs, cancel markers and finished tasks live.
 	Retention time.Duration
+	// Blobs holds inputs and outputs: Redis itself (New's default) or an
+	// object store (UseBlobs), with which Redis holds no document bytes.
+	Blobs blobs.Store
 }
 
 // New returns a Queue on rdb. Retention defaults to 24h.
@@ -75,12 +81,24 @@ func New(rdb redis.UniversalClient, retention time.Duration) *Queue {
 	if retention == 0 {
 		retention = 24 * time.Hour
 	}
-	return &Queue{
+	q := &Queue{
 		rdb:       rdb,
 		client:    asynq.NewClientFromRedisClient(rdb),
 		inspector: asynq.NewInspectorFromRedisClient(rdb),
 		Retention: retention,
 	}
+	q.Blobs = redisBlobs{rdb}
+	return q
+}
+
+// UseBlobs keeps inputs and outputs in s rather than in Redis.
+func (q *Queue) UseBlobs(s blobs.Store) { q.Blobs = s }
+
+// blobsInRedis reports whether blobs are Redis keys (SubmitInput then
+// writes the input in the submission's own round trip).
+func (q *Queue) blobsInRedis() bool {
+	_, ok := q.Blobs.(redisBlobs)
+	return ok
 }
 
 // Redis returns the underlying client.
@@ -147,19 +165,20 @@ func (q *Queue) PutBlobFor(ctx context.Context, key string, data []byte, ttl tim
 	if ttl <= 0 {
 		ttl = q.Retention
 	}
-	return q.rdb.Set(ctx, key, data, ttl).Err()
+	return q.Blobs.Put(ctx, key, data, ttl)
 }
 
 // ErrNoBlob means the blob does not exist (never written, or expired).
-var ErrNoBlob = errors.New("blob not found or expired")
+var ErrNoBlob = blobs.ErrNotFound
 
 // GetBlob reads a blob.
 func (q *Queue) GetBlob(ctx context.Context, key string) ([]byte, error) {
-	b, err := q.rdb.Get(ctx, key).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, ErrNoBlob
-	}
-	return b, err
+	return q.Blobs.Get(ctx, key)
+}
+
+// OpenBlob returns a reader of the blob at key, or ErrNoBlob.
+func (q *Queue) OpenBlob(ctx context.Context, key string) (blobs.Blob, error) {
+	return q.Blobs.Open(ctx, key)
 }
 
 // Cancel marks job canceled, takes it out of its key's list or removes

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/renderbox/renderbox/internal/blobs"
 	"github.com/renderbox/renderbox/internal/buildinfo"
 	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/hostcheck"
@@ -55,6 +56,8 @@ type ServeConfig struct {
 	Pool PoolConfig
 	// Remote turns on the broker of URL pages.
 	Remote fetch.Config
+	// Blobs is where inputs and outputs live: the API's -blobs.
+	Blobs blobs.Config
 	// Ceilings are the renderers' limits of the operator's own
 	// (render.ParseCeilings), the API's.
 	Ceilings string
@@ -84,6 +87,7 @@ func (s *ServeConfig) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&s.PollInterval, "poll-interval", 25*time.Millisecond, "how often an idle worker asks Redis for a job: a new job waits about this long to start; each idle worker runs about 1/this dequeues a second on Redis")
 	s.Pool.Bind(fs)
 	s.Remote.Bind(fs, "a URL page")
+	s.Blobs.Bind(fs, false /* api */)
 	fs.StringVar(&s.Ceilings, "ceilings", "", render.CeilingsUsage)
 	fs.BoolVar(&s.UnsafeNativeBench, UnsafeNativeFlag, false, "UNSAFE, benchmarks only: run jobs as native processes WITHOUT gVisor (make bench's native-warm floor); never for untrusted input")
 }
@@ -155,7 +159,17 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	h := &Handler{Manager: m, Queue: queue.New(rdb, 0), Logger: log, Name: s.Name, RootfsDigest: facts.Rootfs, Metrics: metrics, Fetcher: fetcher}
+	q := queue.New(rdb, 0)
+	if st, err := s.Blobs.Store(); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	} else if st != nil {
+		if err := st.Ping(pctx); err != nil {
+			return fmt.Errorf("refusing to start: %w", err)
+		}
+		q.UseBlobs(st)
+		log.Info("documents live in an object store", "store", st.String())
+	}
+	h := &Handler{Manager: m, Queue: q, Logger: log, Name: s.Name, RootfsDigest: facts.Rootfs, Metrics: metrics, Fetcher: fetcher}
 	closePool, err := startPool(ctx, h, fams, reg)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
