@@ -68,8 +68,13 @@ func TestPDFOperationsThroughTheAPI(t *testing.T) {
 		part{filename: "letter.docx", data: samples.DOCX("Letter text")},
 		part{filename: "scan.pdf", data: samples.PDF("gamma", 1)},
 		part{filename: "annex.docx", data: samples.DOCX("Annex text")})
-	c.do("POST", "/v1/jobs?wait=120", key, ct, body, nil).json(t, &j)
-	bundle := download("office-pdf bundle", j, 1)[0]
+	var bj jobJSON
+	if r := c.do("POST", "/v1/jobs?wait=60", key, ct, body, nil); r.Status != 200 {
+		t.Fatalf("office-pdf bundle: %d %s", r.Status, r.Body)
+	} else {
+		r.json(t, &bj)
+	}
+	bundle := download("office-pdf bundle", bj, 1)[0]
 	if text := testenv.PDFText(t, m, bundle); !inOrder(text, "Letter text", "gamma page 1", "Annex text") {
 		t.Errorf("office-pdf bundle says %q, want the letter, the scan, the annex", text)
 	}
