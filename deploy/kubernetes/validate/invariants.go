@@ -36,8 +36,9 @@ var secretEnv = map[string]bool{
 // Deployment runs unprivileged with a PodDisruptionBudget and probes on
 // its health endpoints; the worker's DaemonSet runs only on labelled nodes
 // with a grace period that outlasts the longest job the ceilings allow;
-// every scrape annotation names a port a container listens on; no plain
-// environment value holds a secret.
+// every scrape annotation names a port a container listens on; every
+// variable set is one its program reads; no plain environment value holds
+// a secret.
 func Check(objs []Object) error {
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
@@ -61,6 +62,16 @@ func Check(objs []Object) error {
 		case *corev1.Pod, *appsv1.StatefulSet, *appsv1.ReplicaSet:
 			fail("%s: a %T: the chart makes Deployments and DaemonSets only", o.Source, v)
 		}
+	}
+	settings, err := Settings(settingsDoc)
+	if err != nil {
+		return err
+	}
+	if api != nil {
+		checkSettings("Deployment "+api.Name, "api serve", api.Spec.Template.Spec.Containers, settings["api"], fail)
+	}
+	if worker != nil {
+		checkSettings("DaemonSet "+worker.Name, "worker serve", worker.Spec.Template.Spec.Containers, settings["worker"], fail)
 	}
 	if api == nil {
 		fail("no Deployment labelled app.kubernetes.io/component=api")

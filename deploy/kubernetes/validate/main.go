@@ -7,7 +7,9 @@
 // renderbox's; it reads the catalogue (internal/render) from the module
 // beside it, so the longest job is the code's, not a number copied here.
 //
-//	helm template rb deploy/kubernetes/renderbox | go run ./deploy/kubernetes/validate
+// It reads docs/settings.md relative to its own directory, so run it there:
+//
+//	cd deploy/kubernetes/validate && ../../../bin/tools/helm template rb ../renderbox | go run .
 package main
 
 import (
