@@ -14,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/render"
@@ -103,6 +104,13 @@ func checkAPI(d *appsv1.Deployment, pdbs []*policyv1.PodDisruptionBudget, fail f
 			covered = true
 			if p.Spec.MinAvailable == nil && p.Spec.MaxUnavailable == nil {
 				fail("PodDisruptionBudget %s sets neither minAvailable nor maxUnavailable", p.Name)
+			}
+			replicas := int32(1)
+			if d.Spec.Replicas != nil {
+				replicas = *d.Spec.Replicas
+			}
+			if m := p.Spec.MinAvailable; m != nil && m.Type == intstr.Int && m.IntVal >= replicas {
+				fail("PodDisruptionBudget %s keeps %d of %d replicas: no node drain could ever evict one", p.Name, m.IntVal, replicas)
 			}
 		}
 	}
