@@ -66,7 +66,9 @@ func newS3(u S3URL, creds *credentials.Credentials) (*S3, error) {
 	if u.PathStyle {
 		lookup = minio.BucketLookupPath
 	}
-	client, err := minio.New(u.Endpoint, &minio.Options{Creds: creds, Secure: u.Secure, Region: u.Region, BucketLookup: lookup})
+	// Few retries: the worker retries a job's reads and writes itself while
+	// its lease holds, and the API answers 503 rather than hang.
+	client, err := minio.New(u.Endpoint, &minio.Options{Creds: creds, Secure: u.Secure, Region: u.Region, BucketLookup: lookup, MaxRetries: 2})
 	if err != nil {
 		return nil, fmt.Errorf("-blobs: %w", err)
 	}

@@ -65,6 +65,9 @@ func TestS3Store(t *testing.T) {
 			t.Errorf("%d bytes at %d: equal %v, %v", r.n, r.off, bytes.Equal(buf, data[r.off:r.off+r.n]), err)
 		}
 	}
+	if _, err := b.Seek(0, io.SeekEnd); err != nil {
+		t.Fatal(err)
+	}
 	if n, err := b.Read(make([]byte, 1)); n != 0 || err != io.EOF {
 		t.Errorf("a read at the end: %d, %v; want 0, EOF", n, err)
 	}

@@ -176,7 +176,8 @@ func tailOf(s string, n int) string {
 	return s
 }
 
-// Stop stops the server (SIGTERM) and waits for it to exit.
+// Stop stops the server (SIGTERM, SIGKILL after 5s: weed mini may wait
+// out its components' grace) and waits for it to exit.
 func (s *S3Server) Stop() {
 	s.t.Helper()
 	s.mu.Lock()
@@ -187,7 +188,7 @@ func (s *S3Server) Stop() {
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-s.done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(5 * time.Second):
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		<-s.done
 	}
