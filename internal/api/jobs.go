@@ -290,7 +290,11 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan *render.Plan) error {
 	ctx := r.Context()
-	s.memory.add(2*int64(len(sub.Input)) + jobOverhead)
+	if s.Queue.BlobsInRedis() {
+		s.memory.add(2*int64(len(sub.Input)) + jobOverhead)
+	} else {
+		s.memory.add(jobOverhead) // the input goes to the object store
+	}
 	// An attempt may run the sandbox's whole time limit plus its set-up
 	// and tear-down; asynq's deadline stays outside the sandbox's.
 	timeout := plan.Limits.Timeout + jobspec.AttemptSlack

@@ -59,7 +59,7 @@ func (s *Server) RunQueue(ctx context.Context) error {
 				if n > 0 {
 					s.Logger.Info("deleted archived tasks past the retention", "count", n)
 				}
-				if n, err = s.sweepBlobs(ctx, now); err == nil {
+				if err = s.sweepBlobs(ctx, now); err == nil {
 					janitorAt = now
 				}
 			}
@@ -201,14 +201,14 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, key string, size 
 
 // sweepBlobs deletes the documents of an object store written longer than
 // the retention ago; Redis's expire by their TTL.
-func (s *Server) sweepBlobs(ctx context.Context, now time.Time) (int, error) {
+func (s *Server) sweepBlobs(ctx context.Context, now time.Time) error {
 	sw, ok := s.Queue.Blobs.(blobs.Sweeper)
 	if !ok {
-		return 0, nil
+		return nil
 	}
 	n, err := sw.DeleteBefore(ctx, now.Add(-s.Queue.Retention))
 	if n > 0 {
 		s.Logger.Info("deleted documents past the retention from the object store", "count", n)
 	}
-	return n, err
+	return err
 }

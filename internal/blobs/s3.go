@@ -46,7 +46,8 @@ func NewS3(c Config) (*S3, error) {
 		creds = credentials.NewFileAWSCredentials(c.CredentialsFile, os.Getenv("AWS_PROFILE"))
 		from = "-blobs-credentials-file " + c.CredentialsFile
 	}
-	if v, err := creds.Get(); err != nil || v.AccessKeyID == "" || v.SecretAccessKey == "" {
+	// nil: the default context; the environment and a file need no HTTP.
+	if v, err := creds.GetWithContext(nil); err != nil || v.AccessKeyID == "" || v.SecretAccessKey == "" {
 		return nil, fmt.Errorf("-blobs %s: no credentials in %s (set them, or give an AWS shared-credentials file with -blobs-credentials-file)", u.Bucket, from)
 	}
 	return newS3(u, creds)

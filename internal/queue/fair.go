@@ -135,7 +135,7 @@ var ErrBlobStore = errors.New("the object store failed")
 // so no task ever names an input not yet written. A submission that
 // fails after its input was written deletes it.
 func (q *Queue) SubmitInput(ctx context.Context, p Payload, input []byte, timeout time.Duration, maxRetry int) error {
-	if !q.blobsInRedis() {
+	if !q.BlobsInRedis() {
 		if err := q.Blobs.Put(ctx, InputKey(p.JobID), input, q.Retention); err != nil {
 			return fmt.Errorf("storing job %s's input: %w: %w", p.JobID, ErrBlobStore, err)
 		}

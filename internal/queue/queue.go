@@ -94,9 +94,10 @@ func New(rdb redis.UniversalClient, retention time.Duration) *Queue {
 // UseBlobs keeps inputs and outputs in s rather than in Redis.
 func (q *Queue) UseBlobs(s blobs.Store) { q.Blobs = s }
 
-// blobsInRedis reports whether blobs are Redis keys (SubmitInput then
-// writes the input in the submission's own round trip).
-func (q *Queue) blobsInRedis() bool {
+// BlobsInRedis reports whether blobs are Redis keys (SubmitInput then
+// writes the input in the submission's own round trip, and inputs count
+// against Redis's memory).
+func (q *Queue) BlobsInRedis() bool {
 	_, ok := q.Blobs.(redisBlobs)
 	return ok
 }
