@@ -63,10 +63,10 @@ func runJobs(t *testing.T, s *stack, key string, jobs []storeJob) []map[string][
 // redisDocumentBytes reads every value in Redis and returns the keys
 // whose values hold any of needles, and the memory Redis reports for all
 // its keys.
-func redisDocumentBytes(t *testing.T, addr string, needles [][]byte) (holding []string, keys int, memory int64) {
+func redisDocumentBytes(t *testing.T, opts *redis.Options, needles [][]byte) (holding []string, keys int, memory int64) {
 	t.Helper()
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 	iter := rdb.Scan(ctx, 0, "*", 1000).Iterator()
 	for iter.Next(ctx) {
@@ -143,7 +143,7 @@ func TestObjectStoreOutputsMatchRedis(t *testing.T) {
 
 	rs := newStack(t, stackOpts{})
 	fromRedis := runJobs(t, rs, rs.key("ref"), jobs)
-	_, redisKeys, redisMem := redisDocumentBytes(t, rs.redis, nil)
+	_, redisKeys, redisMem := redisDocumentBytes(t, rs.redisSrv.Options(), nil)
 
 	s3 := testenv.StartS3(t)
 	ss := objectStoreStack(t, s3, "e2e", stackOpts{})
@@ -165,7 +165,7 @@ func TestObjectStoreOutputsMatchRedis(t *testing.T) {
 	for _, j := range jobs {
 		total += len(j.input)
 	}
-	holding, keys, mem := redisDocumentBytes(t, ss.redis, needles)
+	holding, keys, mem := redisDocumentBytes(t, ss.redisSrv.Options(), needles)
 	t.Logf("%d jobs, %d bytes of inputs and outputs: Redis-backed run %d keys, %d bytes (MEMORY USAGE); object-store run %d keys, %d bytes",
 		len(jobs), total, redisKeys, redisMem, keys, mem)
 	if len(holding) > 0 {

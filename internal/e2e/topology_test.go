@@ -146,7 +146,20 @@ func TestTopology(t *testing.T) {
 	// other long ones that mostly wait (leases, retention, a fleet), each
 	// on its own Redis, state dir and cgroup parent.
 	t.Parallel()
-	n := *topologyJobs
+	topology(t, *topologyJobs, false)
+}
+
+// The fleet with documents in an object store (SeaweedFS on the private
+// network): the same checks, outputs downloaded through the presigned
+// redirect, and Redis holding no document bytes at the end.
+func TestTopologyObjectStore(t *testing.T) {
+	t.Parallel()
+	topology(t, *topologyStoreJobs, true)
+}
+
+var topologyStoreJobs = flag.Int("topology.store-jobs", 60, "jobs TestTopologyObjectStore spreads over its two API replicas")
+
+func topology(t *testing.T, n int, objectStore bool) {
 	// Four worker slots on two cores finish about a job a second here.
 	if deadline, ok := t.Deadline(); ok && time.Until(deadline) < 2*time.Minute+time.Duration(n)*3*time.Second {
 		t.Fatalf("%d jobs need up to %v and the test has %v; raise -timeout", n, 2*time.Minute+time.Duration(n)*3*time.Second, time.Until(deadline).Round(time.Second))
@@ -160,6 +173,12 @@ func TestTopology(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "webhook.key")
 	rcv := newHookReceiverOn(t, pn.host)
 	redisEnv := []string{"RENDERBOX_REDIS_PASSWORD=" + rs.Password}
+	var blobArgs []string
+	if objectStore {
+		s3 := testenv.StartS3On(t, pn.host)
+		blobArgs = []string{"-blobs", s3.URL("fleet")}
+		redisEnv = append(redisEnv, s3.Env()...)
+	}
 
 	var apis, workers []*fleetHost
 	for _, name := range []string{"api-a", "api-b"} {
@@ -168,6 +187,7 @@ func TestTopology(t *testing.T) {
 			args: []string{"serve", "-addr", addr + ":8080", "-metrics-addr", addr + ":9090", "-redis", "redis://" + rs.Addr,
 				"-webhook-secret-file", secret, "-webhook-allow", pn.cidr, "-webhook-retry", "300ms,600ms,900ms",
 				"-event-retry-after", "1s", "-retention", retention.String()}}
+		h.args = append(h.args, blobArgs...)
 		apis = append(apis, h)
 	}
 	for _, name := range []string{"worker-1", "worker-2"} {
@@ -177,6 +197,7 @@ func TestTopology(t *testing.T) {
 			args: []string{"serve", "-name", name, "-rootfs", testenv.RootfsTree(t), "-state-dir", sb.StateDir,
 				"-cgroup-parent", sb.CgroupParent, "-runsc", sb.Runsc, "-redis", "redis://" + rs.Addr,
 				"-metrics-addr", "", "-concurrency", "2", "-pool-size", "none", "-heartbeat-interval", "1s"}}
+		h.args = append(h.args, blobArgs...)
 		workers = append(workers, h)
 	}
 	startWorkerHost := func(h *fleetHost) {
@@ -308,6 +329,19 @@ func TestTopology(t *testing.T) {
 	}
 	eventsSettledIn(t, rs)
 	checkRedisBounded(t, rs, retention)
+	if objectStore {
+		var needles [][]byte
+		total := 0
+		for _, j := range jobs {
+			needles = append(needles, needle(j.input))
+			total += len(j.input)
+		}
+		holding, keys, mem := redisDocumentBytes(t, rs.Options(), needles)
+		t.Logf("object store: %d jobs, %d bytes of inputs; Redis holds %d keys, %d bytes (MEMORY USAGE)", n, total, keys, mem)
+		if len(holding) > 0 {
+			t.Errorf("with the object store, Redis keys hold inputs' bytes: %v", holding)
+		}
+	}
 	for _, w := range workers {
 		m, err := sandbox.NewManager(w.sb)
 		if err != nil {

@@ -57,6 +57,13 @@ type S3Server struct {
 // it when the test ends. It fails (never skips) when weed is missing.
 func StartS3(t testing.TB) *S3Server {
 	t.Helper()
+	return StartS3On(t, "127.0.0.1")
+}
+
+// StartS3On is StartS3 listening on host (a test's private network,
+// whose hosts are other network namespaces) rather than loopback.
+func StartS3On(t testing.TB, host string) *S3Server {
+	t.Helper()
 	if _, err := os.Stat(SeaweedFSBin); err != nil {
 		t.Fatalf("SeaweedFS (weed %s) is missing at %s; build it with: make setup (scripts/setup.sh builds it from the Go module proxy)", PinnedSeaweedFS, SeaweedFSBin)
 	}
@@ -76,9 +83,9 @@ func StartS3(t testing.TB) *S3Server {
 	}
 	// Every listener on a port of its own (gRPC ones too: weed's default
 	// is the HTTP port + 10000), the extras off, and no telemetry.
-	p := freePorts(t, 9)
-	s.Endpoint = net.JoinHostPort("127.0.0.1", strconv.Itoa(p[0]))
-	s.args = []string{"mini", "-dir=" + data, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+	p := freePorts(t, host, 8)
+	s.Endpoint = net.JoinHostPort(host, strconv.Itoa(p[0]))
+	s.args = []string{"mini", "-dir=" + data, "-ip=" + host, "-ip.bind=" + host,
 		"-s3.config=" + confFile, "-bucket=" + s.Bucket, "-master.telemetry=false",
 		"-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
 		"-s3.port=" + strconv.Itoa(p[0]), "-s3.port.grpc=" + strconv.Itoa(p[1]),
@@ -87,7 +94,6 @@ func StartS3(t testing.TB) *S3Server {
 		"-filer.port=" + strconv.Itoa(p[6]), "-filer.port.grpc=" + strconv.Itoa(p[7]),
 		"-filer.localSocket=" + filepath.Join(s.Dir, "filer.sock"), "-s3.localSocket=" + filepath.Join(s.Dir, "s3.sock"),
 	}
-	_ = p[8]
 	t.Cleanup(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -101,12 +107,12 @@ func StartS3(t testing.TB) *S3Server {
 	return s
 }
 
-// freePorts returns n loopback ports free right now.
-func freePorts(t testing.TB, n int) []int {
+// freePorts returns n ports of host free right now.
+func freePorts(t testing.TB, host string, n int) []int {
 	var ports []int
 	var lns []net.Listener
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			t.Fatal(err)
 		}
