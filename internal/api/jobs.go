@@ -153,7 +153,7 @@ var errUnsupportedMediaType = errors.New("unsupported media type")
 func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	key := keyOf(r)
 	ctx, span := s.startSpan(r.Context(), tracing.SpanIntake, trace.WithAttributes(tracing.KeyID.String(key.ID)))
-	defer span.End()
+	defer span.End() // on a refusal; an accepted job's ends before the answer
 	r = r.WithContext(ctx)
 	if ok, d := s.limiters.allow(key.ID); !ok {
 		w.Header().Set("Retry-After", retryAfter(d))
@@ -273,6 +273,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !lost {
+			span.End() // ?wait= is the request's, not the intake's
 			s.respondJob(w, r, job, wait, http.StatusOK)
 			return
 		}
@@ -289,6 +290,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.accepted.WithLabelValues(rd.Name).Inc()
+	span.End() // ?wait= is the request's, not the intake's
 	s.respondJob(w, r, job, wait, http.StatusAccepted)
 }
 
