@@ -164,6 +164,9 @@ func TestTracesFollowEachJob(t *testing.T) {
 	otel := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.url, "OTEL_BSP_SCHEDULE_DELAY=100", "OTEL_TRACES_SAMPLER=always_on"}
 	s := newStack(t, stackOpts{
 		apiArgs: []string{"-webhook-allow", "127.0.0.2/32", "-trusted-proxies", "127.0.0.1"},
+		// One restored sandbox for the light renderers: a job takes it,
+		// or, while it is refilled, runs cold; the trace shows which.
+		workerArgs: []string{"-pool-size", "light=1,chromium=0,office=0", "-pool-restore", "light"},
 		access: func(rs *testenv.RedisServer, _ string) map[string]redisAccess {
 			a := redisAccess{args: []string{"-redis", rs.Addr}, env: otel}
 			return map[string]redisAccess{"api": a, "worker": a}
@@ -211,7 +214,7 @@ func TestTracesFollowEachJob(t *testing.T) {
 	}
 
 	common := []string{"POST /v1/jobs", tracing.SpanIntake, tracing.SpanSubmit, tracing.SpanQueueWait, tracing.SpanAttempt, tracing.SpanTake,
-		tracing.SpanSandboxCreate, tracing.SpanSandboxStart, tracing.SpanRender, tracing.SpanCheck, tracing.SpanStore, tracing.SpanReport, tracing.SpanTeardown}
+		tracing.SpanSandboxTake, tracing.SpanRender, tracing.SpanCheck, tracing.SpanStore, tracing.SpanReport, tracing.SpanTeardown}
 	want := map[string][]string{j1.ID: append(slices.Clone(common), tracing.SpanWebhook), j2.ID: common, j3.ID: common}
 	for _, id := range []string{j1.ID, j2.ID, j3.ID} {
 		var spans []gotSpan
@@ -256,11 +259,23 @@ func TestTracesFollowEachJob(t *testing.T) {
 			t.Errorf("job %s: spans from services %v, want renderbox-api and renderbox-worker", id, services)
 		}
 		var names []string
+		count := map[string]int{}
+		mode := ""
 		for _, sp := range spans {
 			names = append(names, sp.service+":"+sp.name)
+			count[sp.name]++
+			if sp.name == tracing.SpanSandboxTake {
+				mode = sp.attrs[string(tracing.SandboxMode)]
+			}
+		}
+		// A cold sandbox is created and started on the job's path; a
+		// pooled one was made before the job.
+		cold := count[tracing.SpanSandboxCreate] == 1 && count[tracing.SpanSandboxStart] == 1
+		if (mode == "none") != cold || (mode != "none" && count[tracing.SpanSandboxCreate] != 0) {
+			t.Errorf("job %s: sandbox.take mode %q with %d sandbox.create and %d sandbox.start spans; want none with one of each, or a pool's mode with no create", id, mode, count[tracing.SpanSandboxCreate], count[tracing.SpanSandboxStart])
 		}
 		slices.Sort(names)
-		t.Logf("job %s: trace %s, %d spans: %s", id, trace, len(spans), strings.Join(names, " "))
+		t.Logf("job %s: trace %s, sandbox %s, %d spans: %s", id, trace, mode, len(spans), strings.Join(names, " "))
 		if id == j3.ID && trace != parentTrace {
 			t.Errorf("job %s under the trusted proxy's traceparent: trace %s, want %s", id, trace, parentTrace)
 		}

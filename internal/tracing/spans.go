@@ -20,9 +20,9 @@ const (
 	SpanQueueWait     = "queue.wait"       // from acceptance to the worker's take
 	SpanAttempt       = "job.attempt"      // one delivery of the job's task
 	SpanTake          = "job.take"         // markers checked, running reported, input read
-	SpanSandboxTake   = "sandbox.take"     // waiting on the pool (a pool that serves the family)
+	SpanSandboxTake   = "sandbox.take"     // asking the pool (one that serves the family); mode none: it had none
 	SpanSandboxCreate = "sandbox.create"   // bundle + runsc create (a cold sandbox)
-	SpanSandboxStart  = "sandbox.start"    // runsc start (a pooled sandbox was started before)
+	SpanSandboxStart  = "sandbox.start"    // runsc start (a pre-booted sandbox was started before)
 	SpanRender        = "sandbox.render"   // request sent to the agent → response read
 	SpanCheck         = "outputs.check"    // the files checked as the renderer's outputs
 	SpanStore         = "storage.write"    // the outputs written to storage
