@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what renderbox needs on a fresh Debian bookworm machine, as root,
 # idempotently: Debian packages (mmdebstrap, erofs-utils, redis-server,
-# poppler-utils, postgresql, iproute2, systemd, shellcheck), promtool, a static runsc at the pinned version, and
-# the renderer rootfs.
+# poppler-utils, postgresql, iproute2, systemd, shellcheck), promtool, a static runsc at the pinned version,
+# helm (pinned, for the chart's tests) and the renderer rootfs.
 #   scripts/setup.sh            everything
 #   scripts/setup.sh --no-rootfs  skip the rootfs build
 set -euo pipefail
@@ -77,6 +77,17 @@ if ! go version -m /usr/local/bin/runsc 2>/dev/null | grep -q "gvisor.dev/gvisor
    go version -m /usr/local/bin/runsc 2>/dev/null | grep -q "CGO_ENABLED=1"; then
   echo "setup: building runsc $pinned (about a minute)"
   CGO_ENABLED=0 GOBIN=/usr/local/bin go install "gvisor.dev/gvisor/runsc@$pinned"
+fi
+
+# helm, for the chart's tests (deploy/kubernetes, docs/kubernetes.md): from
+# the Go module proxy at a pinned version, into bin/tools beside lint's
+# staticcheck. A go-installed helm prints no patch version (helm version
+# says v4.3), so the module version is read from the binary. About 3 minutes
+# with the modules cached, 20 on a loaded 2-core machine.
+helm_version=v4.3.2
+if ! go version -m bin/tools/helm 2>/dev/null | grep -q "helm.sh/helm/v4[[:space:]]*$helm_version"; then
+  echo "setup: building helm $helm_version into bin/tools"
+  CGO_ENABLED=0 GOBIN=$PWD/bin/tools go install "helm.sh/helm/v4/cmd/helm@$helm_version"
 fi
 
 # Huge pages for the sandboxes' memory: runsc uses them only when the host's

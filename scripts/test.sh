@@ -18,6 +18,12 @@ if command -v npx >/dev/null; then
 else
   echo "npx (Node.js) is missing: the OpenAPI lint needs it" >&2; exit 1
 fi
+# The Helm chart: helm lint, helm template with each value set, every
+# rendered document decoded strictly into the Kubernetes API types and the
+# chart's promises checked; broken value sets must be refused
+# (docs/kubernetes.md). Its own module, so the k8s.io modules stay out of
+# renderbox's; helm comes from scripts/setup.sh.
+(cd deploy/kubernetes/validate && go vet ./... && go test -count=1 ./...)
 # One package at a time: sandbox timing assertions (kill within a second of
 # the deadline) are about renderbox, not about two cores shared by Chromium
 # and LibreOffice runs from another package.

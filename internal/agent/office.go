@@ -240,20 +240,39 @@ func (o *office) close() {
 // styles turned landscape) works the same in both; soffice --convert-to
 // takes PDF export settings (LibreOffice 7.4: 'pdf:writer_pdf_Export:{…}')
 // but neither a password nor a page style. The output is
-// OutDir/<input's stem>.<format>, and a run that leaves none is a failure.
+// OutDir/<input's stem>.<format> (OutDir/part-n.<format> for several
+// documents, one LibreOffice converting them in turn), and a run that
+// leaves none is a failure.
 func (a *Agent) runOffice(o *wire.Office, env []string, tail *tail, res *wire.Result) error {
 	if o.Format != wire.OfficePDF {
 		return fmt.Errorf("office format %q is not supported", o.Format)
 	}
-	base := path.Base(o.Input)
-	out := path.Join(o.OutDir, strings.TrimSuffix(base, path.Ext(base))+"."+o.Format)
-	// OutDir is OutputDir or below it; LibreOffice writes there as the
-	// renderer.
+	// OutDir is under /tmp (OutputDir, or a work directory for several
+	// documents); LibreOffice writes there as the renderer.
 	if err := os.MkdirAll(o.OutDir, 0o777); err != nil {
 		return err
 	}
 	if err := os.Chmod(o.OutDir, 0o777); err != nil {
 		return err
+	}
+	// Each document and where its PDF goes: the input's stem, or part-n
+	// for several.
+	type doc struct{ in, out string }
+	base := path.Base(o.Input)
+	docs := []doc{{o.Input, path.Join(o.OutDir, strings.TrimSuffix(base, path.Ext(base))+"."+o.Format)}}
+	if len(o.Parts) > 0 {
+		docs = nil
+	}
+	for i, p := range o.Parts {
+		out := path.Join(o.OutDir, "part-"+strconv.Itoa(i+1)+"."+o.Format)
+		if !p.Convert {
+			// Already a PDF: the merge reads it where it is.
+			if err := os.Symlink(p.Path, out); err != nil {
+				return err
+			}
+			continue
+		}
+		docs = append(docs, doc{p.Path, out})
 	}
 	// A booted LibreOffice that has died, or whose environment is not the
 	// request's (a pool older than the catalogue), is not used.
@@ -270,6 +289,12 @@ func (a *Agent) runOffice(o *wire.Office, env []string, tail *tail, res *wire.Re
 		warm.close()
 		warm = nil
 	}
+	if len(docs) == 0 { // every part a PDF: nothing to convert
+		if warm != nil {
+			warm.close()
+		}
+		return nil
+	}
 	lo := warm
 	if lo == nil {
 		var err error
@@ -278,12 +303,25 @@ func (a *Agent) runOffice(o *wire.Office, env []string, tail *tail, res *wire.Re
 		}
 	}
 	lo.log.set(tail)
-	err := lo.convert(o.Input, out, o.Options)
-	res.MaxRSSKiB = max(res.MaxRSSKiB, lo.maxRSSKiB())
-	lo.close() // single-use: nothing to shut down gracefully for
-	if err != nil {
-		return err
+	defer lo.close() // single-use: nothing to shut down gracefully for
+	for _, d := range docs {
+		err := lo.convert(d.in, d.out, o.Options)
+		res.MaxRSSKiB = max(res.MaxRSSKiB, lo.maxRSSKiB())
+		if err != nil {
+			if len(o.Parts) > 0 {
+				err = fmt.Errorf("%s: %w", path.Base(d.in), err)
+			}
+			return err
+		}
+		if err := checkOfficePDF(d.out, tail); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// checkOfficePDF checks LibreOffice wrote out and gives it a fresh /ID.
+func checkOfficePDF(out string, tail *tail) error {
 	if st, err := os.Lstat(out); err != nil || !st.Mode().IsRegular() {
 		return fmt.Errorf("LibreOffice wrote no %s", path.Base(out))
 	}

@@ -45,6 +45,14 @@ func (a *Agent) render(req *wire.Request, out *bufio.Writer) *wire.Result {
 	case req.Office != nil:
 		err = a.runOffice(req.Office, req.Env, tail, res)
 	}
+	if err == nil {
+		for _, st := range req.After {
+			if !a.runStep(st, req.Env, tail, res) {
+				res.StderrTail = tail.String()
+				return res
+			}
+		}
+	}
 	if err != nil {
 		// The renderer's own words (Chromium's, LibreOffice's) are the
 		// job's error, unless how it ended says more (a signal, a status).

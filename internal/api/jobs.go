@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/renderbox/renderbox/internal/fetch"
+	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
@@ -307,7 +308,7 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	s.memory.add(2*int64(len(sub.Input)) + jobOverhead)
 	// An attempt may run the sandbox's whole time limit plus its set-up
 	// and tear-down; asynq's deadline stays outside the sandbox's.
-	timeout := plan.Limits.Timeout + 2*time.Minute
+	timeout := plan.Limits.Timeout + jobspec.AttemptSlack
 	opts, err := json.Marshal(plan.Options)
 	if err != nil {
 		return err

@@ -62,6 +62,26 @@ func TestPDFOperationsThroughTheAPI(t *testing.T) {
 		t.Errorf("a PNG among the PDFs: %d %s, want 400 unsupported_input naming it", r.Status, r.Body)
 	}
 
+	// office-pdf: two DOCX and a PDF as file parts, one bundle with a
+	// bookmark per part (issue 33).
+	ct, body = multipartParts(map[string]string{"renderer": "office-pdf", "options": `{"bookmarks": true}`},
+		part{filename: "letter.docx", data: samples.DOCX("Letter text")},
+		part{filename: "scan.pdf", data: samples.PDF("gamma", 1)},
+		part{filename: "annex.docx", data: samples.DOCX("Annex text")})
+	var bj jobJSON
+	if r := c.do("POST", "/v1/jobs?wait=60", key, ct, body, nil); r.Status != 200 {
+		t.Fatalf("office-pdf bundle: %d %s", r.Status, r.Body)
+	} else {
+		r.json(t, &bj)
+	}
+	bundle := download("office-pdf bundle", bj, 1)[0]
+	if text := testenv.PDFText(t, m, bundle); !inOrder(text, "Letter text", "gamma page 1", "Annex text") {
+		t.Errorf("office-pdf bundle says %q, want the letter, the scan, the annex", text)
+	}
+	if out := testenv.Tool(t, m, "qpdf", bundle, "--json", "--json-key=outlines"); !inOrder(out, `"letter"`, `"scan"`, `"annex"`) {
+		t.Errorf("office-pdf bundle's outline %.400s, want letter, scan, annex", out)
+	}
+
 	_, j = submitFields(t, c, key, "pdf-split", merged, map[string]any{"options": map[string]any{"ranges": "3,1-2"}, "output_name": "report"}, "?wait=60", nil)
 	parts := download("pdf-split", j, 2)
 	if j.Outputs[0].Name != "report-1.pdf" || j.Outputs[1].Name != "report-2.pdf" {

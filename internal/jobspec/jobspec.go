@@ -12,6 +12,13 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
+// AttemptSlack is what one attempt of a job may take beyond its
+// Limits.Timeout: the sandbox's set-up and tear-down, and the stages and
+// checks around it. The API gives asynq Timeout plus this as the task's
+// deadline, so no attempt outlives it; a worker's drain
+// (-shutdown-timeout) that lasts this long lets every running job end.
+const AttemptSlack = 2 * time.Minute
+
 // Limits bound one job: its sandbox (the sandbox manager enforces Timeout
 // and the output caps; the rest go into the OCI spec as cgroup limits,
 // rlimits and mount options) and the host's checks of what it makes

@@ -436,19 +436,24 @@ var catalogue = map[string]*Renderer{
 	},
 	"office-pdf": {
 		Name:          "office-pdf",
-		Description:   "Convert an office document to PDF with LibreOffice, macros off: Word, Excel and PowerPoint (OOXML, their macro-enabled and template variants, the binary 97–2003 formats, and OOXML encrypted with a password), OpenDocument (packaged, templates, flat XML; text, spreadsheet, presentation, drawing), StarOffice XML, RTF. Each is told from its bytes. Output: output.pdf.",
-		Inputs:        officeInputs,
+		Description:   fmt.Sprintf("Convert an office document to PDF with LibreOffice, macros off: Word, Excel and PowerPoint (OOXML, their macro-enabled and template variants, the binary 97–2003 formats, and OOXML encrypted with a password), OpenDocument (packaged, templates, flat XML; text, spreadsheet, presentation, drawing), StarOffice XML, RTF. Each is told from its bytes. Several documents (file parts, or a ZIP's stored entries; at most %d, PDFs among them taken as they are) are converted in order by one LibreOffice and merged into one PDF, the options applying to each, with a bookmark per document when bookmarks or titles asks. Output: output.pdf.", maxOfficeDocs),
+		Inputs:        append([]string{TypeZIP}, officeInputs...),
 		Output:        TypePDF,
 		Options:       officeSchema,
 		MaxInputBytes: 50 << 20,
 		Limits:        jobspec.Limits{Timeout: 120 * time.Second, MemoryBytes: 2 << 30, CPUs: 2, Pids: 1024, TmpBytes: 512 << 20},
+		parts:         true,
+		typedParts:    officeParts,
 		build: func(in inputFile, v Values, _ jobspec.Limits) (wire.Request, error) {
 			// The agent runs LibreOffice itself: one booted before the job
 			// when the sandbox was, else one booted for it.
-			return wire.Request{
-				Env:    officeEnv,
-				Office: &wire.Office{Input: in.Path, OutDir: wire.OutputDir, Format: wire.OfficePDF, Options: officeOptions(in, v)},
-			}, nil
+			if len(in.Files) == 0 && !v.Bool("bookmarks") && !v.Has("titles") {
+				return wire.Request{
+					Env:    officeEnv,
+					Office: &wire.Office{Input: in.Path, OutDir: wire.OutputDir, Format: wire.OfficePDF, Options: officeOptions(in, v)},
+				}, nil
+			}
+			return officeMerge(in, v)
 		},
 	},
 }

@@ -59,6 +59,8 @@ func lookupChain(name string) (*Renderer, error) {
 		check:         first.check,
 		site:          first.site,
 		parts:         first.parts,
+		partsOf:       first.partsOf,
+		typedParts:    first.typedParts,
 		rules:         last.Name,
 	}
 	for _, s := range steps {

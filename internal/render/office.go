@@ -2,9 +2,12 @@ package render
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/xml"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf16"
 
@@ -55,7 +58,7 @@ var officeInputs = []string{
 // that LibreOffice's PDF export and loading take.
 var officeSchema = []Option{
 	boolOpt("landscape", "Turn every page landscape: the page styles of documents and spreadsheets, the slides and pages of presentations and drawings.", false),
-	patternOpt("page_ranges", "Pages to export, e.g. \"1-3,5\"; all when absent.", pageRangesPattern),
+	patternOpt("page_ranges", "Pages to export, e.g. \"1-3,5\"; all when absent; with several documents, of each one converted.", pageRangesPattern),
 	secretOpt(patternOpt("password", "Opens a password-protected document. A secret: it is not stored with the job, logged or shown back (the job's options read \""+Redacted+"\").", `[^\x00]{1,256}`), "1–256 characters, no NUL"),
 	intOpt("quality", "JPEG quality of the PDF's images, 1–100.", 90, 1, 100),
 	{Name: "max_image_resolution", Type: "integer", Minimum: num(72), Maximum: num(1200),
@@ -64,7 +67,59 @@ var officeSchema = []Option{
 	boolOpt("export_form_fields", "Export form fields as PDF form fields; false prints their content.", true),
 	{Name: "pdf_a", Type: "string", Enum: []string{"1b", "2b", "3b"},
 		Description: "Export PDF/A of this part as LibreOffice's export makes it: 1b (PDF 1.4, no transparency; LibreOffice writes PDF/A-1a, tagged, which meets 1b too), 2b or 3b (3b allows embedded files of any kind; see pdf-attach); absent, a plain PDF. Fonts are embedded and the output intent is sRGB; the XMP names the part."},
+	boolOpt("bookmarks", "With several documents, one bookmark per document on its first page, titled by its file name without its extension.", false),
+	titlesOpt,
 	boolOpt("pdf_ua", "Export PDF/UA-1 (accessible PDF: tagged, with the document's title shown, its XMP naming the part) as LibreOffice's export makes it; it does not fix a document whose images lack alternative text.", false),
+}
+
+// maxOfficeDocs bounds the documents one office-pdf job converts.
+const maxOfficeDocs = 20
+
+// officeParts reads a ZIP of several documents: each a stored entry that
+// office-pdf converts, or a PDF, told from its bytes like a single input.
+func officeParts(input []byte) (files, types []string, err error) {
+	files, err = storedParts(input, "office-pdf", maxOfficeDocs, func(_ int, name string, data []byte) error {
+		t, err := sniff(data)
+		if err != nil {
+			return fmt.Errorf("file %q: %w", name, err)
+		}
+		if t != TypePDF && (t == TypeCSV || !slices.Contains(officeInputs, t)) {
+			return fmt.Errorf("%w: file %q looks like %s; office-pdf converts office documents and takes PDFs as they are", ErrUnsupportedInput, name, t)
+		}
+		types = append(types, t)
+		return nil
+	})
+	if err == nil && len(files) == 0 {
+		return nil, nil, fmt.Errorf("%w: the archive holds no document", ErrInvalidInput)
+	}
+	return files, types, err
+}
+
+// officeMerge converts several documents (or one, for its bookmark) with
+// one LibreOffice and merges their PDFs in order, bookmarked when v asks.
+// PDF/A and PDF/UA are refused: a merge keeps neither (pdf-archive makes
+// PDF/A of the merged document).
+func officeMerge(in inputFile, v Values) (wire.Request, error) {
+	if v.Has("pdf_a") || v.Bool("pdf_ua") {
+		return wire.Request{}, fmt.Errorf("%w: pdf_a and pdf_ua are for one document without bookmarks: a merge keeps neither (run pdf-archive on the merged PDF, e.g. the chain office-pdf|pdf-archive)", ErrInvalidOptions)
+	}
+	paths, types, names := []string{in.Path}, []string{in.Type}, []string{cmp.Or(in.Name, "document")}
+	if len(in.Files) > 0 {
+		paths, types, names = nil, in.Types, in.Files
+		for _, f := range in.Files {
+			paths = append(paths, in.Site+"/"+f)
+		}
+	}
+	dir := wire.WorkDir + "/parts"
+	o := &wire.Office{OutDir: dir, Format: wire.OfficePDF, Options: officeOptions(in, v)}
+	var pdfs []string
+	for i, p := range paths {
+		o.Parts = append(o.Parts, wire.OfficePart{Path: p, Convert: types[i] != TypePDF})
+		o.Options.Encrypted = o.Options.Encrypted || types[i] == TypeOOXMLEncrypted
+		pdfs = append(pdfs, fmt.Sprintf("%s/part-%d.pdf", dir, i+1))
+	}
+	after, err := mergeInto(pdfs, names, v)
+	return wire.Request{Env: officeEnv, Office: o, After: after}, err
 }
 
 // officeOptions are the validated options as the agent takes them.

@@ -3,6 +3,7 @@
 package render_test
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -327,5 +328,44 @@ func TestOfficeImageOptions(t *testing.T) {
 	}
 	if _, _, low := imageLine(t, m, run(map[string]any{"quality": 5})); sizeBytes(low) > sizeBytes(size)/2 {
 		t.Errorf("quality 5: the picture takes %s, want well under half of quality 90's %s", low, size)
+	}
+}
+
+// Several documents in one office-pdf job: two DOCX and a PDF, converted
+// by one LibreOffice and merged in the parts' order, a bookmark on each
+// part's first page; one DOCX alone gets its bookmark too.
+func TestOfficeMergesDocuments(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	input := storedZip(t, zip.Store,
+		[2][]byte{[]byte("report.docx"), samples.DOCXPages("Report page one", "Report page two")},
+		[2][]byte{[]byte("scan.pdf"), samples.PDF("gamma", 2)},
+		[2][]byte{[]byte("annex.docx"), samples.DOCX("Annex text")})
+	for _, tc := range []struct {
+		opts map[string]any
+		want string
+	}{
+		{nil, ""},
+		{map[string]any{"bookmarks": true}, "report@1 scan@3 annex@5"},
+		{map[string]any{"titles": "The report\nThe scan\nAnnexe — données", "page_ranges": "1"}, "The report@1 The scan@2 Annexe — données@4"},
+	} {
+		out, res := renderOK(t, m, "office-pdf", input, tc.opts)
+		pdf := out["output.pdf"]
+		if got := outlineOf(t, m, pdf); got != tc.want {
+			t.Errorf("%v: bookmarks %q, want %q", tc.opts, got, tc.want)
+		}
+		want := []string{"Report page one", "Report page two", "gamma page 1", "gamma page 2", "Annex text"}
+		if tc.opts["page_ranges"] != nil {
+			// The range applies to each converted document; a PDF is
+			// taken as it is.
+			want = []string{"Report page one", "gamma page 1", "gamma page 2", "Annex text"}
+		}
+		if got := pageTexts(t, m, pdf); !equal(got, want) {
+			t.Errorf("%v: pages say %q, want %q (stderr %s)", tc.opts, got, want, res.StderrTail)
+		}
+	}
+	out, _ := renderOK(t, m, "office-pdf", samples.DOCX("Alone"), map[string]any{"titles": "Only part"})
+	if got := outlineOf(t, m, out["output.pdf"]); got != "Only part@1" {
+		t.Errorf("one document with a title: bookmarks %q, want %q", got, "Only part@1")
 	}
 }

@@ -56,7 +56,7 @@ var outputRules = map[string]outputRule{
 	// pdftoppm pads page numbers with zeros: page-01.png is page-1.png.
 	"pdf-png": {re: pageRe, max: 100000, publish: func(m []string) string { return "page-" + m[1] + "." + m[2] }},
 	// LibreOffice names the PDF after its input.
-	"office-pdf":    {re: regexp.MustCompile(`^input\.pdf$`), publish: func([]string) string { return "output.pdf" }},
+	"office-pdf":    {re: regexp.MustCompile(`^(input|output)\.pdf$`), publish: func([]string) string { return "output.pdf" }},
 	"sandbox-probe": {re: regexp.MustCompile(`^escapes\.json$`)},
 	"pdf-merge":     {re: regexp.MustCompile(`^output\.pdf$`)},
 	"pdf-pages":     {re: regexp.MustCompile(`^output\.pdf$`)},

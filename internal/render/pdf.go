@@ -117,7 +117,6 @@ func storedParts(input []byte, renderer string, maxFiles int, accept func(i int,
 
 // mergeSteps concatenates the inputs' pages in order into a new document.
 func mergeSteps(in inputFile, v Values) ([]wire.Step, error) {
-	argv := qpdfArgv("--empty", "--pages")
 	inputs := []string{in.Path}
 	names := []string{in.Name}
 	if len(in.Files) > 0 {
@@ -128,7 +127,14 @@ func mergeSteps(in inputFile, v Values) ([]wire.Step, error) {
 		// range or a file of arguments.
 		inputs, names = append(inputs, in.Site+"/"+f), append(names, f)
 	}
-	argv = append(argv, inputs...)
+	return mergeInto(inputs, names, v)
+}
+
+// mergeInto concatenates the PDFs at inputs (absolute paths) in order into
+// OutputDir/output.pdf, with a bookmark per input when v asks: titled by
+// v's titles, else by names without their extensions.
+func mergeInto(inputs, names []string, v Values) ([]wire.Step, error) {
+	argv := append(qpdfArgv("--empty", "--pages"), inputs...)
 	var titles []string
 	if t := v.String("titles"); t != "" {
 		titles = strings.Split(t, "\n")

@@ -23,25 +23,6 @@ import (
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
-// storedZip packs files, in order, as stored entries: what the API makes
-// of several file parts.
-func storedZip(t *testing.T, method uint16, files ...[2][]byte) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	zw := zip.NewWriter(&b)
-	for _, f := range files {
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: string(f[0]), Method: method})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = w.Write(f[1])
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
 // pageTexts returns, per page of pdf, the samples.PDF label on it ("alpha
 // page 3"), read by pdftotext page by page in one sandbox.
 func pageTexts(t *testing.T, m *sandbox.Manager, pdf []byte) []string {

@@ -86,6 +86,9 @@ type Renderer struct {
 	// partsOf, when set, reads and checks the parts instead of
 	// mergeParts (pdf-watermark's document and its mark).
 	partsOf func(input []byte) ([]string, error)
+	// typedParts, when set, reads and checks the parts and returns each
+	// one's sniffed type too (office-pdf's documents and PDFs).
+	typedParts func(input []byte) (files, types []string, err error)
 	// rules names the renderer whose output rule applies, when not this
 	// one's (a chain's last step).
 	rules string
@@ -102,8 +105,9 @@ type inputFile struct {
 	// point's path in it; both "" for a single file.
 	Site, Entry string
 	// Files are the paths in Site of a renderer that takes every file
-	// (Renderer.parts), in order.
-	Files []string
+	// (Renderer.parts), in order; Types their sniffed types when the
+	// renderer reads them (Renderer.typedParts).
+	Files, Types []string
 	// Name is the job's output_name, "" when the renderer names its
 	// outputs (markdown-pdf's title falls back to it).
 	Name string
@@ -347,15 +351,20 @@ func (r *Renderer) prepare(input []byte, declared string, options map[string]any
 		in.Site, in.Entry = siteDir, entry
 		unpack = &wire.Unpack{Archive: in.Path, Dir: siteDir, MaxFiles: r.site.maxFiles, MaxBytes: r.site.maxBytes}
 	case got == TypeZIP && r.parts:
-		partsOf := mergeParts
-		if r.partsOf != nil {
-			partsOf = r.partsOf
+		var files, types []string
+		var err error
+		switch {
+		case r.typedParts != nil:
+			files, types, err = r.typedParts(input)
+		case r.partsOf != nil:
+			files, err = r.partsOf(input)
+		default:
+			files, err = mergeParts(input)
 		}
-		files, err := partsOf(input)
 		if err != nil {
 			return nil, err
 		}
-		in.Site, in.Files = siteDir, files
+		in.Site, in.Files, in.Types = siteDir, files, types
 		unpack = &wire.Unpack{Archive: in.Path, Dir: siteDir, MaxFiles: MaxMergeFiles, MaxBytes: r.MaxInputBytes}
 	case vals.Has("entry") || vals.Has("stylesheet"):
 		return nil, fmt.Errorf("%w: entry and stylesheet name files of a ZIP or of several file parts; the input is one %s file", ErrInvalidOptions, got)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -231,7 +232,7 @@ func TestOfficeRequestNamesOnlyTheDocument(t *testing.T) {
 		got = *req.Office
 		got.Options = nil
 	}
-	if got != want || len(req.Steps) != 0 || len(req.Argv) != 0 {
+	if !reflect.DeepEqual(got, want) || len(req.Steps) != 0 || len(req.Argv) != 0 {
 		t.Errorf("request office %+v, steps %v, argv %v; want office %+v and nothing to run", req.Office, req.Steps, req.Argv, want)
 	}
 	// LibreOffice's own defaults, as Gotenberg has them.

@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"path"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -118,10 +119,13 @@ func ReadRequest(r io.Reader, dst io.Writer, maxInput int64) (*Request, error) {
 			req.Steps = []Step{{Argv: req.Argv}}
 			req.Argv = nil
 		}
+		if len(req.After) > 0 && req.Browser == nil && req.Office == nil {
+			return nil, protoErr("render request has steps after nothing")
+		}
 		if len(req.Steps) == 0 && req.Browser == nil && req.Office == nil {
 			return nil, protoErr("render request has nothing to run")
 		}
-		for _, st := range req.Steps {
+		for _, st := range slices.Concat(req.Steps, req.After) {
 			if len(st.Argv) == 0 || !path.IsAbs(st.Argv[0]) {
 				return nil, protoErr("every step needs an absolute argv[0]")
 			}
@@ -145,8 +149,15 @@ func ReadRequest(r io.Reader, dst io.Writer, maxInput int64) (*Request, error) {
 			if req.Browser != nil {
 				return nil, protoErr("render request has both browser and office")
 			}
-			if path.Clean(o.Input) != o.Input || path.Dir(o.Input) != InputDir || !ValidName(path.Base(o.Input)) || !underTmp(o.OutDir) || o.Format != OfficePDF {
-				return nil, protoErr("office request needs an input file in %s, an output directory under /tmp and the format %q", InputDir, OfficePDF)
+			ok := path.Clean(o.Input) == o.Input && path.Dir(o.Input) == InputDir && ValidName(path.Base(o.Input))
+			if len(o.Parts) > 0 {
+				ok = o.Input == ""
+				for _, p := range o.Parts {
+					ok = ok && underTmp(p.Path)
+				}
+			}
+			if !ok || !underTmp(o.OutDir) || o.Format != OfficePDF {
+				return nil, protoErr("office request needs an input file in %s or parts under /tmp, an output directory under /tmp and the format %q", InputDir, OfficePDF)
 			}
 		}
 		if u := req.Unpack; u != nil && (path.Dir(u.Archive) != InputDir || !underTmp(u.Dir) || u.MaxFiles <= 0 || u.MaxBytes <= 0) {

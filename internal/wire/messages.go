@@ -36,6 +36,10 @@ type Request struct {
 	Browser *Browser `json:"browser,omitempty"`
 	// Office, when set, has LibreOffice convert a document after the steps.
 	Office *Office `json:"office,omitempty"`
+	// After run in order once the browser or the office conversion has
+	// succeeded, as the steps do (office-pdf's merge of several
+	// documents).
+	After []Step `json:"after,omitempty"`
 	// Unpack, when set, has the input (a ZIP) unpacked before the steps,
 	// by a process that runs as the renderer.
 	Unpack *Unpack `json:"unpack,omitempty"`
@@ -151,13 +155,24 @@ const OfficePDF = "pdf"
 // converts. The output is OutDir/<Input's name without its extension>.<Format>.
 type Office struct {
 	// Input is the document, a file in InputDir.
-	Input string `json:"input"`
+	Input string `json:"input,omitempty"`
+	// Parts, instead of Input, are several documents under /tmp (an
+	// unpacked archive's files) converted in order by one LibreOffice,
+	// part n (from 1) to OutDir/part-n.<Format>; a part whose Convert is
+	// false is already a PDF and is linked there as it is.
+	Parts []OfficePart `json:"parts,omitempty"`
 	// OutDir is the directory under /tmp that receives the output.
 	OutDir string `json:"out_dir"`
 	// Format is the output format: OfficePDF.
 	Format string `json:"format"`
 	// Options are the conversion's settings; nil is LibreOffice's defaults.
 	Options *OfficeOptions `json:"options,omitempty"`
+}
+
+// OfficePart is one of several documents to convert.
+type OfficePart struct {
+	Path    string `json:"path"`
+	Convert bool   `json:"convert,omitempty"`
 }
 
 // OfficeOptions are how a document is opened and exported to PDF (the PDF

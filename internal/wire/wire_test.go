@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -128,7 +129,7 @@ func TestReadRequestOffice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Office == nil || *r.Office != want || len(r.Steps) != 0 {
+	if r.Office == nil || !reflect.DeepEqual(*r.Office, want) || len(r.Steps) != 0 {
 		t.Errorf("got office %+v and %d steps, want %+v and none", r.Office, len(r.Steps), want)
 	}
 }

@@ -1,0 +1,89 @@
+{{/* The release's name, shortened to what label values allow. */}}
+{{- define "renderbox.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "renderbox.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* Selector labels of one component (api or worker). */}}
+{{- define "renderbox.selector" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "renderbox.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "renderbox.secretName" -}}
+{{- required "secrets.name is required" .Values.secrets.name -}}
+{{- end -}}
+
+{{/*
+Where Redis is, for both programs: the address in plain (it never holds a
+password: -redis refuses one), the password from the Secret.
+*/}}
+{{- define "renderbox.redisEnv" -}}
+- name: RENDERBOX_REDIS
+  value: {{ required "redis.address is required" .Values.redis.address | quote }}
+{{- with .Values.redis.passwordKey }}
+- name: RENDERBOX_REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "renderbox.secretName" $ }}
+      key: {{ . }}
+{{- end }}
+{{- if .Values.redis.caSecret }}
+- name: RENDERBOX_REDIS_CA_FILE
+  value: /etc/renderbox/redis-ca/ca.crt
+{{- end }}
+{{- with .Values.redis.serverName }}
+- name: RENDERBOX_REDIS_SERVER_NAME
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.ceilings }}
+- name: RENDERBOX_CEILINGS
+  value: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Plain settings from a map, refusing the ones that are secrets. */}}
+{{- define "renderbox.extraEnv" -}}
+{{- range $name, $value := . }}
+{{- if has $name (list "RENDERBOX_REDIS_PASSWORD" "RENDERBOX_REDIS_URL" "RENDERBOX_DB") }}
+{{- fail (printf "%s holds a secret: give it through the Secret (secrets.name), not as a plain value" $name) }}
+{{- end }}
+- name: {{ $name }}
+  value: {{ $value | toString | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "renderbox.redisCAVolume" -}}
+{{- if .Values.redis.caSecret }}
+- name: redis-ca
+  secret:
+    secretName: {{ .Values.redis.caSecret }}
+    items:
+      - key: ca.crt
+        path: ca.crt
+{{- end }}
+{{- end -}}
+
+{{- define "renderbox.redisCAMount" -}}
+{{- if .Values.redis.caSecret }}
+- name: redis-ca
+  mountPath: /etc/renderbox/redis-ca
+  readOnly: true
+{{- end }}
+{{- end -}}
