@@ -55,7 +55,7 @@ type jobJSON struct {
 	Input      struct {
 		SHA256 string `json:"sha256"`
 	} `json:"input"`
-	Error *jobError `json:"error"`
+	Error   *jobError `json:"error"`
 	Outputs []struct {
 		Name      string `json:"name"`
 		MediaType string `json:"media_type"`
