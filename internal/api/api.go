@@ -23,6 +23,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/renderbox/renderbox/internal/buildinfo"
 	"github.com/renderbox/renderbox/internal/egress"
@@ -123,6 +124,9 @@ type Server struct {
 	// request's id (a proxy in front of the API); from any other peer the
 	// header is replaced by an id of the API's own. Default none.
 	TrustedProxies []netip.Prefix
+	// Traces receives the API's spans (internal/tracing); nil traces
+	// nothing, and a traceparent header is then ignored from anyone.
+	Traces trace.TracerProvider
 	// PublicURL is the base URL clients reach the API at (checked by
 	// ParsePublicURL: no trailing slash). Location, output URLs and the
 	// URLs in webhooks are absolute under it; "" keeps them relative —
@@ -201,7 +205,7 @@ func (s *Server) init() {
 func (s *Server) Handler() http.Handler {
 	s.setup()
 	r := chi.NewRouter()
-	r.Use(s.paceBody, s.requestID, s.accessLog, middleware.Recoverer, s.metrics.middleware, s.limitInFlight)
+	r.Use(s.paceBody, s.requestID, s.traceRequest, s.accessLog, middleware.Recoverer, s.metrics.middleware, s.limitInFlight)
 	// Each route names the query parameters it takes; any other is
 	// refused (see onlyQuery).
 	bare := r.With(onlyQuery())

@@ -14,12 +14,15 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/tracing"
 	"github.com/renderbox/renderbox/jobstate"
 )
 
@@ -150,6 +153,9 @@ var errUnsupportedMediaType = errors.New("unsupported media type")
 
 func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	key := keyOf(r)
+	ctx, span := s.startSpan(r.Context(), tracing.SpanIntake, trace.WithAttributes(tracing.KeyID.String(key.ID)))
+	defer span.End() // on a refusal; an accepted job's ends before the answer
+	r = r.WithContext(ctx)
 	if ok, d := s.limiters.allow(key.ID); !ok {
 		w.Header().Set("Retry-After", retryAfter(d))
 		problem(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("this key submits faster than %g jobs/s", s.Limits.RatePerSecond))
@@ -182,6 +188,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		intakeProblem(w, err)
 		return
 	}
+	span.SetAttributes(tracing.Renderer.String(rd.Name), tracing.InputBytes.Int(len(sub.Input)), tracing.Callback.Bool(sub.CallbackURL != ""))
 	if sub.CallbackURL != "" {
 		if !s.Webhooks.enabled() {
 			problem(w, http.StatusBadRequest, "webhooks_disabled", "this server does not send webhooks: poll GET /v1/jobs/{id} or use ?wait=")
@@ -233,7 +240,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusBadRequest, "remote_content_disabled", "this server does not render pages from URLs (url); its operator turns that on with "+fetch.Setting+" on the API and the workers")
 		return
 	}
-	ctx := r.Context()
+	span.SetAttributes(tracing.InputType.String(plan.InputType))
 	if !s.admit(w, r, key.ID, int64(len(sub.Input))) {
 		return
 	}
@@ -246,8 +253,10 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		Owner: key.ID, Renderer: rd.Name, Options: opts, Limits: limits, InputSHA256: hex.EncodeToString(sum[:]),
 		InputSize: int64(len(sub.Input)), InputType: plan.InputType, IdempotencyKey: idem, CallbackURL: sub.CallbackURL,
 		OutputName: sub.OutputName, RequestID: requestIDOf(r), Diagnostics: fetchedDiagnostics(fetched),
+		TraceParent: tracing.TraceParent(ctx),
 	}
 	job, created, err := s.Ledger.CreateJob(ctx, want)
+	span.SetAttributes(tracing.JobID.String(job.ID))
 	if err != nil {
 		s.reqLog(r).Error("recording a job", "err", err)
 		problem(w, http.StatusInternalServerError, "internal", "recording the job failed")
@@ -265,6 +274,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !lost {
+			span.End() // ?wait= is the request's, not the intake's
 			s.respondJob(w, r, job, wait, http.StatusOK)
 			return
 		}
@@ -285,11 +295,20 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.accepted.WithLabelValues(rd.Name).Inc()
+	span.End() // ?wait= is the request's, not the intake's
 	s.respondJob(w, r, job, wait, http.StatusAccepted)
 }
 
-func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan *render.Plan) error {
-	ctx := r.Context()
+func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan *render.Plan) (err error) {
+	// The worker's spans are children of this one (Payload.TraceParent).
+	ctx, span := s.startSpan(r.Context(), tracing.SpanSubmit, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(tracing.JobID.String(job.ID)))
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, "queueing the job failed")
+		}
+		span.End()
+	}()
 	if s.Queue.BlobsInRedis() {
 		s.memory.add(2*int64(len(sub.Input)) + jobOverhead)
 	} else {
@@ -309,6 +328,7 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	err = s.Queue.SubmitInput(ctx, queue.Payload{
 		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: opts, Limits: job.Limits,
 		InputType: sub.InputType, OutputName: job.OutputName, Accepted: job.CreatedAt, RequestID: requestIDOf(r),
+		TraceParent: tracing.TraceParent(ctx),
 	}, sub.Input, timeout, s.Limits.MaxRetry)
 	if err == nil {
 		s.wakeDispatcher()

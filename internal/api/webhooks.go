@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/renderbox/renderbox/internal/ledger"
+	"github.com/renderbox/renderbox/internal/tracing"
 	"github.com/renderbox/renderbox/internal/webhook"
 )
 
@@ -149,6 +152,12 @@ type webhookEvent struct {
 
 // deliver makes one attempt of a claimed webhook and records it.
 func (s *Server) deliver(ctx context.Context, c ledger.WebhookClaim) {
+	// A child of the job's intake span, whichever replica took it in: the
+	// delivery joins the job's trace. Only the host is named: a callback
+	// URL's path or query may carry the client's token.
+	ctx, span := s.startSpan(tracing.WithParent(ctx, c.Job.TraceParent), tracing.SpanWebhook, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(tracing.JobID.String(c.JobID), tracing.Attempt.Int(c.Attempts), tracing.ServerAddr.String(tracing.Host(c.URL))))
+	defer span.End()
 	body, err := json.Marshal(webhookEvent{Type: "job." + string(c.Job.State), Timestamp: c.Job.FinishedAt.UTC(), Data: s.view(c.Job)})
 	if err != nil {
 		s.Logger.Error("encoding a webhook", "job_id", c.JobID, "err", err)
@@ -171,6 +180,10 @@ func (s *Server) deliver(ctx context.Context, c ledger.WebhookClaim) {
 		}
 	}
 	s.metrics.webhooks.WithLabelValues(outcome).Inc()
+	span.SetAttributes(tracing.Outcome.String(outcome), tracing.HTTPStatus.Int(res.Status))
+	if outcome != "delivered" {
+		span.SetStatus(codes.Error, "webhook "+outcome)
+	}
 	log := s.Logger.With("job_id", c.JobID, "attempt", c.Attempts, "outcome", outcome, "status", res.Status)
 	if res.Err != nil {
 		log = log.With("err", res.Err.Error())

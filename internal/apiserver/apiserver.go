@@ -46,6 +46,7 @@ import (
 	"github.com/renderbox/renderbox/internal/ledger"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
+	"github.com/renderbox/renderbox/internal/tracing"
 	"github.com/renderbox/renderbox/internal/webhook"
 )
 
@@ -102,8 +103,10 @@ type Config struct {
 	// comma-separated). Default none. Env RENDERBOX_WEBHOOK_ALLOW.
 	WebhookAllow string
 	// TrustedProxies lists the peers (CIDRs or addresses, comma-separated)
-	// whose X-Request-Id header is taken as a request's id; others get an
-	// id of the API's own. Default none. Env RENDERBOX_TRUSTED_PROXIES.
+	// whose X-Request-Id header is taken as a request's id, and whose W3C
+	// traceparent is followed when tracing (docs/tracing.md); others get
+	// an id of the API's own and a trace that starts at the API. Default
+	// none. Env RENDERBOX_TRUSTED_PROXIES.
 	TrustedProxies string
 	// WebhookRetry is the wait before each retry. Default
 	// webhook.DefaultSchedule (5s … 12h, about a day in all).
@@ -159,7 +162,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Webhooks, "webhooks", true, "send webhooks to jobs' callback_url")
 	fs.StringVar(&c.WebhookSecretFile, "webhook-secret-file", "", "master secret of webhook signatures (default: webhook.key next to -db; made if missing)")
 	fs.StringVar(&c.WebhookAllow, "webhook-allow", "", "non-public ranges webhooks may reach, e.g. 10.0.0.0/8 (public addresses only by default)")
-	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "peers (CIDRs or addresses, comma-separated) whose X-Request-Id is taken as the request's id, e.g. 127.0.0.1 for a proxy on this host (none by default)")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "peers (CIDRs or addresses, comma-separated) whose X-Request-Id is taken as the request's id, and whose traceparent is followed when tracing, e.g. 127.0.0.1 for a proxy on this host (none by default)")
 	fs.StringVar(&c.WebhookRetry, "webhook-retry", "", "wait before each webhook retry, e.g. 5s,30s,2m (default 5s,30s,2m,10m,30m,1h,3h,6h,12h)")
 	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
 	c.Remote.Bind(fs, "download_from")
@@ -417,6 +420,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	// library's (net/http's) and go-redis's messages too.
 	slog.SetDefault(log)
 	queue.LogRedisTo(log)
+	traces, err := tracing.Setup(ctx, os.Getenv, "renderbox-api", buildinfo.Read().Version, log)
+	if err != nil {
+		return err
+	}
+	// Deferred before the server's stop, so it runs after it: the last
+	// requests' and webhooks' spans are flushed.
+	defer traces.Close(log)
 	store, err := ledger.OpenStore(ctx, c.DB)
 	if err != nil {
 		return fmt.Errorf("opening the ledger: %w", err)
@@ -462,6 +472,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	}
 	s := &api.Server{OpenAPI: spec, Ledger: store, Queue: q, BlobDownloads: api.BlobDownloads{Mode: c.Blobs.Downloads, Expiry: c.Blobs.PresignExpiry}, Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Remote: remote, Diagnostics: c.Diagnostics,
 		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events, TrustedProxies: proxies, PublicURL: public}
+	if traces.On() {
+		s.Traces = traces
+		log.Info("tracing on: spans go to the OTLP/HTTP endpoint of the OTEL_* variables")
+	}
 	srv := s.HTTPServer(c.Addr)
 	var msrv *http.Server
 	if c.MetricsAddr != "" {

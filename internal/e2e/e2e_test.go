@@ -23,6 +23,21 @@ import (
 )
 
 // jobJSON is a job view as the tests read it.
+// jobError is a failed job's error.
+type jobError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// outcome is how a job ended as "state" or "state:code", as the hostile
+// corpus's cases list what they accept.
+func outcome(state string, e *jobError) string {
+	if e != nil {
+		return state + ":" + e.Code
+	}
+	return state
+}
+
 type jobJSON struct {
 	ID          string `json:"id"`
 	Renderer    string `json:"renderer"`
@@ -40,10 +55,7 @@ type jobJSON struct {
 	Input      struct {
 		SHA256 string `json:"sha256"`
 	} `json:"input"`
-	Error *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	Error   *jobError `json:"error"`
 	Outputs []struct {
 		Name      string `json:"name"`
 		MediaType string `json:"media_type"`

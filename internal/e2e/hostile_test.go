@@ -349,10 +349,7 @@ func TestHostileCorpus(t *testing.T) {
 		if j.SandboxMode != "" {
 			modes[j.SandboxMode]++
 		}
-		got := j.State
-		if j.Error != nil {
-			got += ":" + j.Error.Code
-		}
+		got := outcome(j.State, j.Error)
 		if !slices.Contains(tc.want, got) {
 			t.Errorf("%s: ended %s (%+v), want one of %v", tc.name, got, j.Error, tc.want)
 			continue

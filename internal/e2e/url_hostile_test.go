@@ -71,10 +71,7 @@ func TestSandboxHoldsWithTheBrokerOn(t *testing.T) {
 		extractor := testenv.Manager(t, sandbox.Config{})
 		for i, tc := range cases {
 			_, j := submitURL(t, c, key, "html-pdf", fmt.Sprintf("%s/%d.html", base, i), tc.options)
-			got := j.State
-			if j.Error != nil {
-				got += ":" + j.Error.Code
-			}
+			got := outcome(j.State, j.Error)
 			if !slices.Contains(tc.want, got) {
 				t.Errorf("%s by url: ended %s (%+v), want one of %v", tc.name, got, j.Error, tc.want)
 				continue

@@ -172,12 +172,9 @@ func canaryServer(t *testing.T) (base string, hits *atomic.Int64) {
 }
 
 type urlJobView struct {
-	ID    string `json:"id"`
-	State string `json:"state"`
-	Error *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	ID      string    `json:"id"`
+	State   string    `json:"state"`
+	Error   *jobError `json:"error"`
 	Outputs []struct {
 		URL string `json:"url"`
 	} `json:"outputs"`

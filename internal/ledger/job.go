@@ -23,6 +23,7 @@ type Job struct {
 	OutputName     string // the client's base name for the outputs; "" keeps the renderer's
 	IdempotencyKey string // "" when the client sent none
 	RequestID      string // the id of the request that submitted the job (X-Request-Id); "" for none
+	TraceParent    string // the W3C traceparent of the job's intake span (internal/tracing); "" when not traced
 
 	State        jobstate.State
 	ErrorCode    string // set when State is failed or canceled

@@ -108,7 +108,8 @@ func TestDiffers(t *testing.T) {
 	}{
 		{func(*ledger.Job) {}, ""},
 		{func(j *ledger.Job) { j.IdempotencyKey = "k" }, ""},
-		{func(j *ledger.Job) { j.RequestID = "req_retry" }, ""}, // a retry is another request of the same job
+		{func(j *ledger.Job) { j.RequestID = "req_retry" }, ""},     // a retry is another request of the same job
+		{func(j *ledger.Job) { j.TraceParent = "00-ab-cd-01" }, ""}, // and in another trace
 		{func(j *ledger.Job) { j.Renderer = "svg-png" }, "renderer"},
 		{func(j *ledger.Job) { j.Options = json.RawMessage(`{"dpi":73}`) }, "options"},
 		{func(j *ledger.Job) { j.Limits = json.RawMessage(`{"timeout_seconds":5}`) }, "limits"},

@@ -62,6 +62,10 @@ type Payload struct {
 	// RequestID is the id of the request that submitted the job (the
 	// API's X-Request-Id), so the worker's log lines for the job carry it.
 	RequestID string `json:"request_id,omitempty"`
+	// TraceParent is the W3C traceparent of the span that queued the job
+	// (internal/tracing), so the worker's spans join the job's trace; ""
+	// when the API does not trace.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // Queue wraps one Redis connection for every use.

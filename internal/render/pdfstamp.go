@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/renderbox/renderbox/internal/wire"
 )
@@ -46,8 +45,8 @@ func markText(s string) error {
 	if n := strings.Count(s, "\n") + 1; n > maxMarkLines {
 		return fmt.Errorf("the text has %d lines, at most %d", n, maxMarkLines)
 	}
-	for _, r := range s {
-		if r != '\n' && (unicode.IsControl(r) || r == unicode.ReplacementChar) {
+	for _, line := range strings.Split(s, "\n") {
+		if r, bad := controlIn(line); bad {
 			return fmt.Errorf("the text holds the control character %U (only \\n, between lines, is taken)", r)
 		}
 	}

@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/tracing"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -30,6 +33,9 @@ type Runner struct {
 	// when none was ready, or when a pooled one failed), before the stage
 	// runs in it: the worker reports it so the job shows it while running.
 	Took func(mode string)
+	// Tracer, if set, records the stages' phases as spans under the
+	// context Run is given (tracing.go).
+	Tracer trace.Tracer
 }
 
 // Ran is a plan that ran. Its last sandbox is still being destroyed: call
@@ -83,7 +89,9 @@ func (x *Runner) Run(ctx context.Context, log *slog.Logger, r *render.Renderer, 
 			return ran
 		}
 		if i == len(names)-1 {
+			t := time.Now()
 			ran.check(log, r)
+			x.span(ctx, tracing.SpanCheck, t, tracing.Outputs.Int(len(ran.Outputs)), tracing.Outcome.String(string(sandbox.OutcomeOf(ran.Err))))
 			return ran
 		}
 		// The files outlive the sandbox: they are the host's copy
@@ -147,13 +155,20 @@ func (x *Runner) stage(ctx context.Context, renderer string, st render.Stage) *R
 	sb, mode := x.Pool.Take(ctx, st.Family, st.Job.Limits)
 	if x.Pool.Serves(st.Family) {
 		x.Metrics.took(renderer, time.Since(t))
+		taken := mode
+		if sb == nil {
+			taken = "none"
+		}
+		x.span(ctx, tracing.SpanSandboxTake, t, tracing.Stage.String(st.Name), tracing.SandboxMode.String(taken))
 	}
 	job := st.Job
 	if sb != nil {
 		x.took(mode)
+		t0 := time.Now()
 		res, td, err := x.Manager.Exec(ctx, sb, job)
+		x.traceExec(ctx, st.Name, mode, t0, res, err)
 		if sandbox.OutcomeOf(err) != sandbox.SandboxFailure || ctx.Err() != nil {
-			return x.ran(renderer, res, mode, td, err)
+			return x.ran(ctx, renderer, res, mode, td, err)
 		}
 		td.Wait()
 		x.Metrics.teardown(renderer, res)
@@ -165,8 +180,10 @@ func (x *Runner) stage(ctx context.Context, renderer string, st render.Stage) *R
 		mode = sandbox.ModeNativeCold
 	}
 	x.took(mode)
+	t0 := time.Now()
 	res, td, err := x.Manager.Exec(ctx, nil, job)
-	return x.ran(renderer, res, mode, td, err)
+	x.traceExec(ctx, st.Name, mode, t0, res, err)
+	return x.ran(ctx, renderer, res, mode, td, err)
 }
 
 func (x *Runner) took(mode string) {
@@ -175,10 +192,14 @@ func (x *Runner) took(mode string) {
 	}
 }
 
-func (x *Runner) ran(renderer string, res *sandbox.Result, mode string, td *sandbox.Teardown, err error) *Ran {
+func (x *Runner) ran(ctx context.Context, renderer string, res *sandbox.Result, mode string, td *sandbox.Teardown, err error) *Ran {
+	began := time.Now() // the teardown began as Exec returned
 	return &Ran{Result: res, Mode: mode, Err: err, teardown: func() {
 		td.Wait()
 		x.Metrics.teardown(renderer, res)
+		if td != nil && res != nil && x.Tracer != nil {
+			tracing.Record(ctx, x.Tracer, tracing.SpanTeardown, began, began.Add(res.Timings.Teardown), tracing.SandboxID.String(res.SandboxID))
+		}
 	}}
 }
 

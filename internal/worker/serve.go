@@ -28,6 +28,7 @@ import (
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/tracing"
 )
 
 // ServeConfig are the flags of `worker serve` beyond Config.
@@ -129,6 +130,13 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	slog.SetDefault(log)
 	queue.LogRedisTo(log)
 	c.WarnDeprecated(log)
+	traces, err := tracing.Setup(ctx, os.Getenv, "renderbox-worker", buildinfo.Read().Version, log)
+	if err != nil {
+		return err
+	}
+	// Deferred first, so it runs last: the spans of jobs that finished
+	// while draining are flushed.
+	defer traces.Close(log)
 	// The checks (and the state dir's lock) before Redis is dialed: a
 	// second worker on a state dir refuses without touching the queue.
 	m, facts, err := hostcheck.Preflight(ctx, c.Host(log), hostcheck.Log(log), fams != nil, true /* serving */)
@@ -170,6 +178,10 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 		log.Info("documents live in an object store", "store", st.String())
 	}
 	h := &Handler{Manager: m, Queue: q, Logger: log, Name: s.Name, RootfsDigest: facts.Rootfs, Metrics: metrics, Fetcher: fetcher}
+	if traces.On() {
+		h.Traces = traces
+		log.Info("tracing on: spans go to the OTLP/HTTP endpoint of the OTEL_* variables")
+	}
 	closePool, err := startPool(ctx, h, fams, reg)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -18,11 +18,14 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/sandbox"
+	"github.com/renderbox/renderbox/internal/tracing"
 	"github.com/renderbox/renderbox/jobstate"
 )
 
@@ -44,6 +47,9 @@ type Handler struct {
 	// Fetcher, if set, fetches what URL pages ask for (fetch.Config);
 	// without it a URL job fails.
 	Fetcher *fetch.Fetcher
+	// Traces, if set, receives each attempt's spans, children of the
+	// span that queued the job (Payload.TraceParent; docs/tracing.md).
+	Traces trace.TracerProvider
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
@@ -180,6 +186,10 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer h.track(p.JobID, cancel)()
+	ctx, span := h.startAttempt(ctx, p.Payload)
+	defer span.End()
+	_, take := h.tracer().Start(ctx, tracing.SpanTake)
+	defer take.End() // on the ways out before the input is read
 
 	// A job that already ended is not run again: its task comes back when
 	// the worker that ended it died before asynq heard (kill -9 between
@@ -224,6 +234,8 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}); err != nil {
 		return err
 	}
+	take.SetAttributes(tracing.InputBytes.Int(len(input)))
+	take.End()
 	if noInput {
 		return h.end(ctx, log, p, "failed", "internal", "the job's input expired before it ran")
 	}
@@ -272,7 +284,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 
 // runner runs the handler's jobs on its manager and pool.
 func (h *Handler) runner() *Runner {
-	return &Runner{Manager: h.Manager, Pool: h.Pool, Metrics: h.Metrics, Logger: h.Logger}
+	return &Runner{Manager: h.Manager, Pool: h.Pool, Metrics: h.Metrics, Logger: h.Logger, Tracer: h.tracer()}
 }
 
 // report stores a run's accepted outputs and reports its result, and says
@@ -309,10 +321,13 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p attempt, r *re
 			return h.endIn(ctx, log, p, "failed", "internal", "the queued job's "+err.Error(), mode)
 		}
 		var outs []queue.Output
-		if err := h.withRedis(ctx, log, "storing the outputs", func(c context.Context) (err error) {
+		sctx, store := h.tracer().Start(ctx, tracing.SpanStore, trace.WithAttributes(tracing.Outputs.Int(len(accepted)), tracing.OutputBytes.Int64(outputBytes(accepted))))
+		err = h.withRedis(sctx, log, "storing the outputs", func(c context.Context) (err error) {
 			outs, err = h.storeOutputs(c, p.JobID, p.Retention, accepted)
 			return err
-		}); err != nil {
+		})
+		endSpan(store, err)
+		if err != nil {
 			return err
 		}
 		return h.finish(ctx, log, p, queue.Event{State: "succeeded", Outputs: outs, SandboxMode: mode, Diagnostics: diag})
@@ -390,9 +405,18 @@ func (h *Handler) storeOutputs(ctx context.Context, job string, retention time.D
 // forever.
 func (h *Handler) finish(ctx context.Context, log *slog.Logger, p attempt, ev queue.Event) error {
 	ev.JobID, ev.At, ev.StartedAt, ev.Worker, ev.RootfsDigest = p.JobID, time.Now(), p.started, h.Name, h.RootfsDigest
-	if err := h.withRedis(ctx, log, "reporting the job's result", func(c context.Context) error {
+	// The code, never the message: a renderer's stderr may quote the document.
+	attempt := trace.SpanFromContext(ctx)
+	attempt.SetAttributes(tracing.State.String(string(ev.State)), tracing.ErrorCode.String(ev.ErrorCode), tracing.SandboxMode.String(ev.SandboxMode))
+	if ev.State == jobstate.Failed {
+		attempt.SetStatus(codes.Error, ev.ErrorCode)
+	}
+	rctx, span := h.tracer().Start(ctx, tracing.SpanReport, trace.WithAttributes(tracing.State.String(string(ev.State))))
+	err := h.withRedis(rctx, log, "reporting the job's result", func(c context.Context) error {
 		return h.Queue.PublishEnd(c, ev, p.Retention)
-	}); err != nil {
+	})
+	endSpan(span, err)
+	if err != nil {
 		log.Error("reporting the job's result", "state", ev.State, "err", err)
 		return err
 	}
