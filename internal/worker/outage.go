@@ -10,7 +10,9 @@ import (
 // Redis outages. Every Redis call a job makes (the cancel marker, the
 // "running" event, the input, the outputs, the result event) goes through
 // withRedis, which retries it until Redis answers or the attempt's context
-// ends.
+// ends. With -blobs s3://… the input and outputs go to the object store
+// instead, through the same wait: a store that is away holds the job the
+// same way, and its outputs are stored before it is reported succeeded.
 //
 // Why wait rather than fail the attempt: when Redis is away (a restart, a
 // failover) a failed attempt cannot even be recorded as failed — asynq's
@@ -43,13 +45,13 @@ func (h *Handler) withRedis(ctx context.Context, log *slog.Logger, what string, 
 		cancel()
 		if err == nil {
 			if tries > 1 {
-				log.Info("redis answers again", "doing", what, "tries", tries, "waited_seconds", time.Since(since).Seconds())
+				log.Info("redis (or the object store) answers again", "doing", what, "tries", tries, "waited_seconds", time.Since(since).Seconds())
 			}
 			return nil
 		}
 		if tries == 1 {
 			since = time.Now()
-			log.Warn("redis failed; retrying while the task's lease holds", "doing", what, "err", err)
+			log.Warn("redis (or the object store) failed; retrying while the task's lease holds", "doing", what, "err", err)
 		}
 		select {
 		case <-ctx.Done():
