@@ -300,7 +300,17 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz answers 200 only when Redis and the ledger both answer and at
+// blobStore is the object store documents live in, if not Redis.
+func (s *Server) blobStore() (interface{ Ping(context.Context) error }, bool) {
+	if s.Queue == nil {
+		return nil, false
+	}
+	p, ok := s.Queue.Blobs.(interface{ Ping(context.Context) error })
+	return p, ok
+}
+
+// readyz answers 200 only when Redis and the ledger both answer (and the
+// object store, with -blobs s3://…) and at
 // least one worker has sent a heartbeat within WorkerHeartbeatTimeout:
 // without a worker, accepted jobs would only queue. Each failing check
 // adds a reason.
@@ -316,6 +326,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.Ledger == nil || s.Ledger.Ping(ctx) != nil {
 		checks["ledger"] = "unavailable"
 		reasons = append(reasons, "the ledger does not answer")
+	}
+	if p, ok := s.blobStore(); ok {
+		checks["blobs"] = "ok"
+		if p.Ping(ctx) != nil {
+			checks["blobs"] = "unavailable"
+			reasons = append(reasons, "the object store (-blobs) does not answer")
+		}
 	}
 	if checks["redis"] != "ok" {
 		checks["workers"] = "unknown"

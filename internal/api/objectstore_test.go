@@ -38,6 +38,9 @@ func TestOutputsFromAnObjectStore(t *testing.T) {
 				s.Queue.UseBlobs(s3.Store("api-" + mode))
 				s.BlobDownloads = api.BlobDownloads{Mode: mode, Expiry: time.Minute}
 			})
+			if a := k.do("GET", "/readyz", nil, ""); !bytes.Contains(a.body, []byte(`"blobs":"ok"`)) {
+				t.Errorf("/readyz with an object store: %s, want its check ok", a.body)
+			}
 			id := k.forgeOutput("output.svg", "image/svg+xml", data)
 			path := "/v1/jobs/" + id + "/outputs/output.svg"
 			// What a client sees before following: the redirect itself.

@@ -43,6 +43,7 @@ var conditional = map[string]string{
 	"Version.revision":           "absent for a build without VCS stamping (the tests build with go build, which stamps nothing under -buildvcs=false)",
 	"Version.time":               "absent as revision is",
 	"Ready.reason":               "only with 503 unavailable, which a ready stack does not answer",
+	"Ready.checks.blobs":         "only with -blobs s3://…, which the contract-checked stacks do not run",
 	"Worker.unsafe_native_bench": "only from a worker started with -unsafe-native-bench, the benchmark's floor; no test stack runs one",
 }
 
