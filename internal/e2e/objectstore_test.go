@@ -192,7 +192,7 @@ func TestObjectStoreOutputsMatchRedis(t *testing.T) {
 // The store stopped mid-run: a job running when it went away cannot
 // store its outputs and waits (the worker retries while the task's lease
 // holds), new submissions are refused with a 503 naming the document
-// store; the store back, the running job succeeds once with its outputs
+// store and /readyz is 503; the store back, the running job succeeds once with its outputs
 // and the queue drains. No job is lost or succeeds without its outputs.
 func TestObjectStoreOutage(t *testing.T) {
 	s3 := testenv.StartS3(t)
@@ -213,6 +213,9 @@ func TestObjectStoreOutage(t *testing.T) {
 	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "document store") {
 		t.Errorf("a submission with the store down: %d %s (Retry-After %q), want 503 naming the document store", r.Status, tail(r.Body), r.Header.Get("Retry-After"))
 	}
+	if rd, err := readyz(s.base); err != nil || rd.status != 503 || rd.Checks["blobs"] != "unavailable" {
+		t.Errorf("/readyz with the store down: %d %v (%v), want 503 with blobs unavailable", rd.status, rd.Checks, err)
+	}
 	waitFor(t, "the worker to fail to store the slow job's outputs", leaseSafeOutage, func() bool {
 		return strings.Contains(s.worker.output(), `"doing":"storing the outputs"`)
 	})
@@ -225,6 +228,10 @@ func TestObjectStoreOutage(t *testing.T) {
 	}
 	s3.Start()
 	t.Logf("the store was down %v", time.Since(down).Round(time.Millisecond))
+	waitFor(t, "/readyz to answer 200 again by itself", 15*time.Second, func() bool {
+		rd, err := readyz(s.base)
+		return err == nil && rd.status == 200 && rd.Checks["blobs"] == "ok"
+	})
 	ids := append([]string{slow.ID}, queued...)
 	ids = append(ids, submitOK(t, c, key, "svg-png", samples.SVG(30, 30, 5, 5, 10)))
 	for _, id := range ids {
