@@ -2,11 +2,15 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:/usr/local/bin:$(PATH)
 
-.PHONY: setup rootfs build run up test unit lint bench check redis clean
+.PHONY: setup setup-tests rootfs build run up test unit lint bench check redis clean
 
 ## setup: Debian packages, static runsc at the pinned version, the rootfs
 setup:
 	bash scripts/setup.sh
+
+## setup-tests: setup, and the tests' own tools (helm, SeaweedFS's weed)
+setup-tests:
+	bash scripts/setup.sh --tests
 
 ## rootfs: (re)build the renderer rootfs if its inputs or the agent changed
 rootfs:
@@ -27,7 +31,7 @@ up: setup build
 	bash scripts/run.sh up
 
 ## test: setup, then the full suite (real runsc, rootfs, cgroups)
-test: setup
+test: setup-tests
 	bash scripts/test.sh
 
 ## unit: the tests that need nothing from the machine (no root, runsc, rootfs,

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # Installs what renderbox needs on a fresh Debian bookworm machine, as root,
 # idempotently: Debian packages (mmdebstrap, erofs-utils, redis-server,
-# poppler-utils, postgresql, iproute2, systemd, shellcheck), promtool, a static runsc at the pinned version,
-# helm (pinned, for the chart's tests), SeaweedFS's weed at the pinned version (the tests' S3-compatible
-# server) and the renderer rootfs.
-#   scripts/setup.sh            everything
+# poppler-utils, postgresql, iproute2, systemd, shellcheck), promtool, a static runsc at the pinned version
+# and the renderer rootfs; with --tests also what only the tests use: helm (pinned, for the chart's
+# tests) and SeaweedFS's weed at the pinned version (the tests' S3-compatible server).
+#   scripts/setup.sh              what make run needs
+#   scripts/setup.sh --tests      and the tests' tools (make test)
 #   scripts/setup.sh --no-rootfs  skip the rootfs build
 set -euo pipefail
 cd "$(dirname "$0")/.."
+rootfs=1 tests=
+for arg in "$@"; do
+  case $arg in
+  --no-rootfs) rootfs= ;;
+  --tests) tests=1 ;;
+  *) echo "setup: unknown argument $arg (--tests, --no-rootfs)" >&2; exit 2 ;;
+  esac
+done
 
 die() { echo "setup: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root: runsc, cgroups and mmdebstrap need it"
@@ -80,36 +89,6 @@ if ! go version -m /usr/local/bin/runsc 2>/dev/null | grep -q "gvisor.dev/gvisor
   CGO_ENABLED=0 GOBIN=/usr/local/bin go install "gvisor.dev/gvisor/runsc@$pinned"
 fi
 
-# helm, for the chart's tests (deploy/kubernetes, docs/kubernetes.md): from
-# the Go module proxy at a pinned version, into bin/tools beside lint's
-# staticcheck. A go-installed helm prints no patch version (helm version
-# says v4.3), so the module version is read from the binary. About 3 minutes
-# with the modules cached, 20 on a loaded 2-core machine.
-helm_version=v4.3.2
-if ! go version -m bin/tools/helm 2>/dev/null | grep -q "helm.sh/helm/v4[[:space:]]*$helm_version"; then
-  echo "setup: building helm $helm_version into bin/tools"
-  CGO_ENABLED=0 GOBIN=$PWD/bin/tools go install "helm.sh/helm/v4/cmd/helm@$helm_version"
-fi
-
-# SeaweedFS's weed, the S3-compatible server the object-store tests start
-# (testenv.StartS3), built from the module proxy at the pinned version
-# into a path keyed by it. `go install mod@version` refuses the module (its
-# go.mod has a replace directive), so it is built inside the downloaded
-# module; about 25 minutes of CPU on two busy cores, once.
-weed_pinned=$(sed -n 's/^const PinnedSeaweedFS = "\(.*\)"/\1/p' internal/testenv/s3.go)
-[ -n "$weed_pinned" ] || die "cannot read PinnedSeaweedFS from internal/testenv/s3.go"
-weed_bin=/var/cache/renderbox/bin/weed-$weed_pinned
-if [ ! -x "$weed_bin" ]; then
-  echo "setup: building SeaweedFS $weed_pinned (weed; many minutes, once)"
-  weed_src=$(cd / && GOFLAGS=-mod=mod go mod download -json "github.com/seaweedfs/seaweedfs@$weed_pinned" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [ -d "$weed_src" ] || die "could not download github.com/seaweedfs/seaweedfs@$weed_pinned"
-  mkdir -p /var/cache/renderbox/bin
-  (cd "$weed_src" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$weed_bin.tmp" ./weed) ||
-    die "building weed failed"
-  mv "$weed_bin.tmp" "$weed_bin"
-fi
-
 # Huge pages for the sandboxes' memory: runsc uses them only when the host's
 # shmem THP is advise (with a defrag that does not compact directly) or
 # always. Memory-heavy renderers fault several times less (LibreOffice:
@@ -127,7 +106,43 @@ else
   echo "setup: cannot set $thp (not writable here); sandboxes will run without huge pages" >&2
 fi
 
-if [ "${1:-}" != --no-rootfs ]; then
+# The tests' own tools (make test), not needed to run the service.
+test_tools() {
+  # helm, for the chart's tests (deploy/kubernetes, docs/kubernetes.md): from
+  # the Go module proxy at a pinned version, into bin/tools beside lint's
+  # staticcheck. A go-installed helm prints no patch version (helm version
+  # says v4.3), so the module version is read from the binary. About 3 minutes
+  # with the modules cached, 20 on a loaded 2-core machine.
+  helm_version=v4.3.2
+  if ! go version -m bin/tools/helm 2>/dev/null | grep -q "helm.sh/helm/v4[[:space:]]*$helm_version"; then
+    echo "setup: building helm $helm_version into bin/tools"
+    CGO_ENABLED=0 GOBIN=$PWD/bin/tools go install "helm.sh/helm/v4/cmd/helm@$helm_version"
+  fi
+
+  # SeaweedFS's weed, the S3-compatible server the object-store tests start
+  # (testenv.StartS3), built from the module proxy at the pinned version
+  # into a path keyed by it. `go install mod@version` refuses the module (its
+  # go.mod has a replace directive), so it is built inside the downloaded
+  # module; about 25 minutes of CPU on two busy cores, once.
+  weed_pinned=$(sed -n 's/^const PinnedSeaweedFS = "\(.*\)"/\1/p' internal/testenv/s3.go)
+  [ -n "$weed_pinned" ] || die "cannot read PinnedSeaweedFS from internal/testenv/s3.go"
+  weed_bin=/var/cache/renderbox/bin/weed-$weed_pinned
+  if [ ! -x "$weed_bin" ]; then
+    echo "setup: building SeaweedFS $weed_pinned (weed; many minutes, once)"
+    weed_src=$(cd / && GOFLAGS=-mod=mod go mod download -json "github.com/seaweedfs/seaweedfs@$weed_pinned" |
+      sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    [ -d "$weed_src" ] || die "could not download github.com/seaweedfs/seaweedfs@$weed_pinned"
+    mkdir -p /var/cache/renderbox/bin
+    (cd "$weed_src" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$weed_bin.tmp" ./weed) ||
+      die "building weed failed"
+    mv "$weed_bin.tmp" "$weed_bin"
+  fi
+}
+if [ -n "$tests" ]; then
+  test_tools
+fi
+
+if [ -n "$rootfs" ]; then
   bash rootfs/build.sh
 fi
-echo "setup: done (runsc $pinned at /usr/local/bin/runsc, weed at $weed_bin)"
+echo "setup: done (runsc $pinned at /usr/local/bin/runsc${tests:+, helm in bin/tools, weed at $weed_bin})"

@@ -65,7 +65,7 @@ func StartS3(t testing.TB) *S3Server {
 func StartS3On(t testing.TB, host string) *S3Server {
 	t.Helper()
 	if _, err := os.Stat(SeaweedFSBin); err != nil {
-		t.Fatalf("SeaweedFS (weed %s) is missing at %s; build it with: make setup (scripts/setup.sh builds it from the Go module proxy)", PinnedSeaweedFS, SeaweedFSBin)
+		t.Fatalf("SeaweedFS (weed %s) is missing at %s; build it with: make setup-tests (scripts/setup.sh --tests builds it from the Go module proxy)", PinnedSeaweedFS, SeaweedFSBin)
 	}
 	s := &S3Server{Bucket: "renderbox-test", Dir: t.TempDir(), t: t, AccessKey: "rbx" + randomHex(8), SecretKey: randomHex(20)}
 	conf, _ := json.Marshal(map[string]any{"identities": []any{map[string]any{

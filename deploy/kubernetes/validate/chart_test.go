@@ -25,7 +25,7 @@ func helm(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(h); err != nil {
-		t.Fatalf("helm is missing at %s: run scripts/setup.sh (it installs the pinned helm there), or set HELM", h)
+		t.Fatalf("helm is missing at %s: run: make setup-tests (scripts/setup.sh --tests installs the pinned helm there), or set HELM", h)
 	}
 	return h
 }

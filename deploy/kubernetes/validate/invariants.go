@@ -31,6 +31,8 @@ var secretEnv = map[string]bool{
 	"RENDERBOX_REDIS_PASSWORD": true,
 	"RENDERBOX_REDIS_URL":      true,
 	"RENDERBOX_DB":             true,
+	"AWS_ACCESS_KEY_ID":        true,
+	"AWS_SECRET_ACCESS_KEY":    true,
 }
 
 // Check tests what the chart promises (docs/kubernetes.md): the API's

@@ -21,6 +21,9 @@ var unflagged = map[string]bool{
 	"RENDERBOX_REDIS_PASSWORD": true,
 	"RENDERBOX_REDIS_URL":      true,
 	"TMPDIR":                   true, // the worker's spill files (safe-pdf)
+	// An object store's keys (-blobs s3://…), read by its client.
+	"AWS_ACCESS_KEY_ID":     true,
+	"AWS_SECRET_ACCESS_KEY": true,
 }
 
 var variable = regexp.MustCompile(`RENDERBOX_[A-Z0-9_]+`)

@@ -56,12 +56,38 @@ password: -redis refuses one), the password from the Secret.
 - name: RENDERBOX_CEILINGS
   value: {{ . | quote }}
 {{- end }}
+{{- with .Values.blobs }}
+{{- if .url }}
+- name: RENDERBOX_BLOBS
+  value: {{ .url | quote }}
+- name: AWS_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "renderbox.secretName" $ }}
+      key: {{ .accessKeyIDKey }}
+- name: AWS_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "renderbox.secretName" $ }}
+      key: {{ .secretAccessKeyKey }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The API's side of the object store: how downloads are answered. */}}
+{{- define "renderbox.apiBlobsEnv" -}}
+{{- if .Values.blobs.url }}
+- name: RENDERBOX_BLOBS_DOWNLOADS
+  value: {{ .Values.blobs.downloads | quote }}
+- name: RENDERBOX_BLOBS_PRESIGN_EXPIRY
+  value: {{ .Values.blobs.presignExpiry | quote }}
+{{- end }}
 {{- end -}}
 
 {{/* Plain settings from a map, refusing the ones that are secrets. */}}
 {{- define "renderbox.extraEnv" -}}
 {{- range $name, $value := . }}
-{{- if has $name (list "RENDERBOX_REDIS_PASSWORD" "RENDERBOX_REDIS_URL" "RENDERBOX_DB") }}
+{{- if has $name (list "RENDERBOX_REDIS_PASSWORD" "RENDERBOX_REDIS_URL" "RENDERBOX_DB" "AWS_ACCESS_KEY_ID" "AWS_SECRET_ACCESS_KEY") }}
 {{- fail (printf "%s holds a secret: give it through the Secret (secrets.name), not as a plain value" $name) }}
 {{- end }}
 - name: {{ $name }}
