@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/deliver"
 	"github.com/renderbox/renderbox/internal/egress"
 	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/ledger"
@@ -110,6 +111,10 @@ type Server struct {
 	Webhooks Webhooks
 	// Remote configures download_from; the zero value refuses it.
 	Remote RemoteContent
+	// Deliver decides where a job's outputs may be delivered (the deliver
+	// field); the zero value allows presigned URLs on public addresses
+	// and no bucket.
+	Deliver deliver.Policy
 	// Registry receives the API's metrics; nil means a private one. They
 	// are served by MetricsHandler, not by Handler.
 	Registry *prometheus.Registry

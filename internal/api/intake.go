@@ -34,7 +34,7 @@ import (
 //     rather than at the largest.
 //   - The body is capped at the renderer's input limit plus its encoding
 //     and the other fields (bodyLimit), and at -max-body-bytes.
-//   - renderer, options, limits, callback_url and output_name are at most
+//   - renderer, options, limits, callback_url, output_name and deliver are at most
 //     maxFieldBytes each; every field at most once; an unknown one ends
 //     the parse. output_name is checked as it is set.
 
@@ -190,7 +190,7 @@ func readSubmission(r *http.Request, maxBody int64, lookup func(string) (*render
 	return &in.sub, in.renderer, nil
 }
 
-var multipartFields = []string{"renderer", "file", "download_from", "url", "input_type", "options", "limits", "callback_url", "output_name", "then"}
+var multipartFields = []string{"renderer", "file", "download_from", "url", "input_type", "options", "limits", "callback_url", "output_name", "then", "deliver"}
 
 func (in *intake) readMultipart(boundary string) error {
 	mr := multipart.NewReader(in.body, boundary)
@@ -324,6 +324,8 @@ func (in *intake) set(name string, v []byte) error {
 		in.sub.URL = string(v)
 	case "callback_url":
 		in.sub.CallbackURL = string(v)
+	case "deliver":
+		in.sub.Deliver = v
 	case "input_type":
 		in.sub.InputType = string(v)
 	case "output_name":
@@ -348,7 +350,7 @@ func partType(ct string) string {
 	return t
 }
 
-var jsonFields = []string{"renderer", "input_base64", "download_from", "url", "input_type", "options", "limits", "callback_url", "output_name", "then"}
+var jsonFields = []string{"renderer", "input_base64", "download_from", "url", "input_type", "options", "limits", "callback_url", "output_name", "then", "deliver"}
 
 // readJSON reads {"renderer": …, "input_base64": …, …} as a stream: the
 // base64 string is decoded as it is read, never held as text.
@@ -457,7 +459,7 @@ func (in *intake) readJSONValue(s *jsonScanner, key string) error {
 			return fmt.Errorf("%w: %s is not valid UTF-8", errBadRequest, key)
 		}
 		return in.set(key, v)
-	default: // options, limits: kept as JSON text for the catalogue
+	default: // options, limits, then, deliver: kept as JSON text
 		v, err := s.readRaw(maxFieldBytes)
 		if errors.Is(err, errFieldTooLarge) {
 			return fieldTooLarge(key)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/renderbox/renderbox/internal/deliver"
 	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/jobspec"
 	"github.com/renderbox/renderbox/internal/ledger"
@@ -142,6 +144,11 @@ type submission struct {
 	// URL is the page's address (html-pdf, html-png), fetched by the
 	// worker's broker; the job's input is then the URL itself.
 	URL string
+	// Deliver is the deliver field as sent (JSON); Destination, once
+	// checked by the delivery policy (destination). Only the task
+	// carries it: its URLs are secrets.
+	Deliver     json.RawMessage
+	Destination *deliver.Spec
 }
 
 var errBadRequest = errors.New("bad request")
@@ -196,6 +203,16 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		}
 		if _, err := s.Webhooks.Policy.CheckURL(sub.CallbackURL); err != nil {
 			problem(w, http.StatusBadRequest, "invalid_callback_url", err.Error())
+			return
+		}
+	}
+	if sub.Deliver != nil {
+		if sub.Destination, err = s.destination(sub.Deliver); err != nil {
+			code := "invalid_deliver"
+			if errors.Is(err, deliver.ErrRefused) {
+				code = "delivery_refused"
+			}
+			problem(w, http.StatusBadRequest, code, err.Error())
 			return
 		}
 	}
@@ -328,12 +345,27 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 	err = s.Queue.SubmitInput(ctx, queue.Payload{
 		JobID: job.ID, Owner: job.Owner, Renderer: job.Renderer, Options: opts, Limits: job.Limits,
 		InputType: sub.InputType, OutputName: job.OutputName, Accepted: job.CreatedAt, RequestID: requestIDOf(r),
-		TraceParent: tracing.TraceParent(ctx),
+		TraceParent: tracing.TraceParent(ctx), Deliver: sub.Destination,
 	}, sub.Input, timeout, s.Limits.MaxRetry)
 	if err == nil {
 		s.wakeDispatcher()
 	}
 	return err
+}
+
+// destination reads and checks a submission's deliver field
+// (internal/deliver). Errors wrap deliver.ErrInvalid or deliver.ErrRefused.
+func (s *Server) destination(raw json.RawMessage) (*deliver.Spec, error) {
+	var d deliver.Spec
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("%w: deliver: want {\"put_urls\": {\"<output name>\": \"<presigned PUT URL>\"}} or {\"s3\": {\"bucket\": …, \"prefix\": …}}: %v", deliver.ErrInvalid, err)
+	}
+	if err := s.Deliver.Check(d); err != nil {
+		return nil, err
+	}
+	return &d, nil
 }
 
 // respondJob answers with the job, first waiting up to wait for it to end.

@@ -1,31 +1,20 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/renderbox/renderbox"
 	"github.com/renderbox/renderbox/internal/api"
-	"github.com/renderbox/renderbox/internal/ledger"
 )
 
 // What an operator has not turned on is refused with a clear code, never
 // silently ignored: callback_url without webhooks, diagnostic renderers.
 func TestOffByDefaultIsRefused(t *testing.T) {
-	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	secret, _, err := store.CreateKey(context.Background(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, secret, _ := keyedLedger(t)
 	srv := httptest.NewServer((&api.Server{OpenAPI: renderbox.OpenAPI, Ledger: store}).Handler())
 	defer srv.Close()
 	call := func(method, path, body string) (int, string) {

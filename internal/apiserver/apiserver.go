@@ -41,6 +41,8 @@ import (
 	"github.com/renderbox/renderbox/internal/bytesize"
 	"github.com/renderbox/renderbox/internal/cidr"
 	"github.com/renderbox/renderbox/internal/contract"
+	"github.com/renderbox/renderbox/internal/deliver"
+	"github.com/renderbox/renderbox/internal/egress"
 	"github.com/renderbox/renderbox/internal/envflag"
 	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/ledger"
@@ -122,6 +124,9 @@ type Config struct {
 	// Ceilings are the renderers' limits of the operator's own
 	// (render.ParseCeilings); "" keeps the catalogue's.
 	Ceilings string
+	// Deliver is -deliver-buckets: the buckets jobs may deliver to.
+	// Presigned URLs follow Remote's egress lists.
+	Deliver deliver.Config
 	// Blobs is where inputs and outputs live: Redis (default) or an
 	// object store by URL, the workers' -blobs (blobs.Config).
 	Blobs blobs.Config
@@ -167,6 +172,7 @@ func (c *Config) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one webhook attempt")
 	c.Remote.Bind(fs, "download_from")
 	c.Blobs.Bind(fs, true /* api */)
+	c.Deliver.Bind(fs, false /* worker */)
 	fs.DurationVar(&c.RemoteTimeout, "remote-timeout", 60*time.Second, "bound on all of one job's download_from fetches")
 	fs.DurationVar(&c.Events.RetryAfter, "event-retry-after", 5*time.Second, "a result event not applied (ledger error, unknown job, a replica that died) is retried by any replica after this")
 	fs.Int64Var(&c.Events.MaxDeliveries, "event-max-deliveries", 10, "a result event not applied after this many deliveries is moved to the dead-letter stream renderbox:events:dead")
@@ -273,6 +279,9 @@ func (c Config) validate() error {
 	}
 	if _, err := c.remote(); err != nil {
 		return err
+	}
+	if _, err := c.Deliver.Policy(egress.Policy{}); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("config: -retention %s is under a minute", c.Retention)
@@ -451,9 +460,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}
-	proxies, _ := cidr.Parse(c.TrustedProxies)   // checked by validate
-	public, _ := api.ParsePublicURL(c.PublicURL) // checked by validate
-	remote, _ := c.remote()                      // checked by validate
+	proxies, _ := cidr.Parse(c.TrustedProxies)     // checked by validate
+	public, _ := api.ParsePublicURL(c.PublicURL)   // checked by validate
+	remote, _ := c.remote()                        // checked by validate
+	delivery, _ := c.Deliver.Policy(remote.Policy) // checked by validate
 	// The catalogue with the operator's ceilings, and the contract
 	// served with them (its renderers' limits are generated from it).
 	spec := renderbox.OpenAPI
@@ -470,7 +480,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	if err := c.useBlobs(ctx, log, q); err != nil {
 		return err
 	}
-	s := &api.Server{OpenAPI: spec, Ledger: store, Queue: q, BlobDownloads: api.BlobDownloads{Mode: c.Blobs.Downloads, Expiry: c.Blobs.PresignExpiry}, Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Remote: remote, Diagnostics: c.Diagnostics,
+	s := &api.Server{OpenAPI: spec, Ledger: store, Queue: q, BlobDownloads: api.BlobDownloads{Mode: c.Blobs.Downloads, Expiry: c.Blobs.PresignExpiry}, Logger: log, Limits: c.Limits, HTTP: c.HTTP, Webhooks: hooks, Remote: remote, Deliver: delivery, Diagnostics: c.Diagnostics,
 		WorkerHeartbeatTimeout: c.WorkerHeartbeatTimeout, Events: c.Events, TrustedProxies: proxies, PublicURL: public}
 	if traces.On() {
 		s.Traces = traces

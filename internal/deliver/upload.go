@@ -51,6 +51,9 @@ type Uploader struct {
 	HTTP *http.Client
 	// S3 puts into allowed buckets; nil when the operator set none.
 	S3 *minio.Client
+	// Buckets are the patterns a bucket must match (the API checked them
+	// at intake; the worker checks again with its own).
+	Buckets []string
 	// Attempts per output; 3 when 0.
 	Attempts int
 	// Backoff is the first wait between attempts, doubled after each;
@@ -162,6 +165,9 @@ func (u *Uploader) putS3(ctx context.Context, d S3Dest, o Output) Record {
 	r := Record{Output: o.Name, Destination: d.Bucket + "/" + key, Status: Failed}
 	if u.S3 == nil {
 		return finish(r, 0, 0, errors.New("this worker has no S3 store to deliver to (-deliver-s3)"))
+	}
+	if err := (Policy{Buckets: u.Buckets}).checkS3(d); err != nil {
+		return finish(r, 0, 0, err)
 	}
 	n, err := u.retry(ctx, func() (bool, error) {
 		info, err := u.S3.PutObject(ctx, d.Bucket, key, bytes.NewReader(o.Data), int64(len(o.Data)), minio.PutObjectOptions{ContentType: o.MediaType})

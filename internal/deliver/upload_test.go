@@ -83,7 +83,9 @@ func TestDeliverToPresignedURLAndAllowedBucket(t *testing.T) {
 	if err := (deliver.Policy{Buckets: buckets}).Check(spec); err != nil {
 		t.Fatalf("bucket %s against renderbox-*: %v", s.Bucket, err)
 	}
-	recs, err = uploader(egress.Policy{}, c).Deliver(ctx, spec, outs)
+	up := uploader(egress.Policy{}, c)
+	up.Buckets = buckets
+	recs, err = up.Deliver(ctx, spec, outs)
 	if err != nil || len(recs) != 2 {
 		t.Fatalf("bucket: got %+v, %v; want two deliveries", recs, err)
 	}

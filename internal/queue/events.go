@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/renderbox/renderbox/internal/deliver"
 	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/jobstate"
 )
@@ -57,6 +58,9 @@ type Diagnostics struct {
 	// Size is what a renderer that makes a document smaller (pdf-optimize)
 	// took in and gave back: its step's, in a chain.
 	Size *SizeChange `json:"size,omitempty"`
+	// Deliveries lists the uploads to the client's storage, one per
+	// output delivered (destinations without their query strings).
+	Deliveries []deliver.Record `json:"deliveries,omitempty"`
 }
 
 // SizeChange is a document's size before and after a step that makes it

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/renderbox/renderbox/internal/blobs"
+	"github.com/renderbox/renderbox/internal/deliver"
 )
 
 // TypeRender is the asynq task type of a render job; QueueName its queue.
@@ -66,6 +67,10 @@ type Payload struct {
 	// (internal/tracing), so the worker's spans join the job's trace; ""
 	// when the API does not trace.
 	TraceParent string `json:"traceparent,omitempty"`
+	// Deliver is where the outputs go besides the store (internal/deliver),
+	// nil for nowhere. Its URLs are secrets: only the task carries them,
+	// never the ledger, an event or a log line.
+	Deliver *deliver.Spec `json:"deliver,omitempty"`
 }
 
 // Queue wraps one Redis connection for every use.

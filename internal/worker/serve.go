@@ -23,6 +23,7 @@ import (
 
 	"github.com/renderbox/renderbox/internal/blobs"
 	"github.com/renderbox/renderbox/internal/buildinfo"
+	"github.com/renderbox/renderbox/internal/deliver"
 	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/hostcheck"
 	"github.com/renderbox/renderbox/internal/queue"
@@ -59,6 +60,9 @@ type ServeConfig struct {
 	Remote fetch.Config
 	// Blobs is where inputs and outputs live: the API's -blobs.
 	Blobs blobs.Config
+	// Deliver is where jobs' outputs may be uploaded besides (-deliver-*);
+	// URLs follow Remote's egress lists.
+	Deliver deliver.Config
 	// Ceilings are the renderers' limits of the operator's own
 	// (render.ParseCeilings), the API's.
 	Ceilings string
@@ -89,6 +93,7 @@ func (s *ServeConfig) Bind(fs *flag.FlagSet) {
 	s.Pool.Bind(fs)
 	s.Remote.Bind(fs, "a URL page")
 	s.Blobs.Bind(fs, false /* api */)
+	s.Deliver.Bind(fs, true /* worker */)
 	fs.StringVar(&s.Ceilings, "ceilings", "", render.CeilingsUsage)
 	fs.BoolVar(&s.UnsafeNativeBench, UnsafeNativeFlag, false, "UNSAFE, benchmarks only: run jobs as native processes WITHOUT gVisor (make bench's native-warm floor); never for untrusted input")
 }
@@ -167,6 +172,14 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	egressPolicy, err := s.Remote.Policy()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	uploader, err := s.Deliver.Uploader(egressPolicy)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	q := queue.New(rdb, 0)
 	if st, err := s.Blobs.Store(); err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -177,7 +190,7 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 		q.UseBlobs(st)
 		log.Info("documents live in an object store", "store", st.String())
 	}
-	h := &Handler{Manager: m, Queue: q, Logger: log, Name: s.Name, RootfsDigest: facts.Rootfs, Metrics: metrics, Fetcher: fetcher}
+	h := &Handler{Manager: m, Queue: q, Logger: log, Name: s.Name, RootfsDigest: facts.Rootfs, Metrics: metrics, Fetcher: fetcher, Deliver: uploader}
 	if traces.On() {
 		h.Traces = traces
 		log.Info("tracing on: spans go to the OTLP/HTTP endpoint of the OTEL_* variables")

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/renderbox/renderbox/internal/deliver"
 	"github.com/renderbox/renderbox/internal/fetch"
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/render"
@@ -50,6 +51,9 @@ type Handler struct {
 	// Traces, if set, receives each attempt's spans, children of the
 	// span that queued the job (Payload.TraceParent; docs/tracing.md).
 	Traces trace.TracerProvider
+	// Deliver uploads the outputs of jobs that name a destination
+	// (deliver.Config); without it such a job fails with delivery_failed.
+	Deliver *deliver.Uploader
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
@@ -320,6 +324,18 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p attempt, r *re
 		if err != nil {
 			return h.endIn(ctx, log, p, "failed", "internal", "the queued job's "+err.Error(), mode)
 		}
+		if p.Deliver != nil {
+			recs, err := h.deliver(ctx, *p.Deliver, accepted)
+			if diag == nil {
+				diag = &queue.Diagnostics{}
+			}
+			diag.Deliveries = recs
+			if err != nil {
+				// Final: the uploads were retried already, and another
+				// render would not change the destination's answer.
+				return h.endWith(ctx, log, p, queue.Event{State: "failed", ErrorCode: "delivery_failed", ErrorMessage: err.Error(), SandboxMode: mode, Diagnostics: diag})
+			}
+		}
 		var outs []queue.Output
 		sctx, store := h.tracer().Start(ctx, tracing.SpanStore, trace.WithAttributes(tracing.Outputs.Int(len(accepted)), tracing.OutputBytes.Int64(outputBytes(accepted))))
 		err = h.withRedis(sctx, log, "storing the outputs", func(c context.Context) (err error) {
@@ -353,6 +369,19 @@ func (h *Handler) report(ctx context.Context, log *slog.Logger, p attempt, r *re
 		}
 		return h.endWith(ctx, log, p, queue.Event{State: "failed", ErrorCode: string(outcome), ErrorMessage: msg, SandboxMode: mode, Diagnostics: diag})
 	}
+}
+
+// deliver uploads the accepted outputs to the job's destination before
+// the job may succeed (docs/api.md, "Delivery to your storage").
+func (h *Handler) deliver(ctx context.Context, spec deliver.Spec, accepted []render.Output) ([]deliver.Record, error) {
+	if h.Deliver == nil {
+		return nil, fmt.Errorf("%w: this worker was started without delivery", deliver.ErrFailed)
+	}
+	outs := make([]deliver.Output, len(accepted))
+	for i, o := range accepted {
+		outs[i] = deliver.Output{Name: o.Name, MediaType: o.MediaType, Data: o.Data}
+	}
+	return h.Deliver.Deliver(ctx, spec, outs)
 }
 
 // maxFetchedRecords bounds the fetches a job's diagnostics list.
