@@ -57,7 +57,7 @@ type Uploader struct {
 	// Attempts per output; 3 when 0.
 	Attempts int
 	// Backoff is the first wait between attempts, doubled after each;
-	// 500ms when 0.
+	// 1s when 0.
 	Backoff time.Duration
 }
 
@@ -114,7 +114,7 @@ func (u *Uploader) attempts() int {
 func (u *Uploader) retry(ctx context.Context, try func() (again bool, err error)) (int, error) {
 	wait := u.Backoff
 	if wait == 0 {
-		wait = 500 * time.Millisecond
+		wait = time.Second
 	}
 	var err error
 	for n := 1; ; n++ {
