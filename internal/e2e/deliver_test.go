@@ -7,6 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,7 +34,8 @@ type deliveredJob struct {
 // an allowed bucket; a refused destination is a 400 at intake", through
 // the real API and worker: each object read back from SeaweedFS is the
 // job's output, byte for byte, with the ETag the job recorded; an expired
-// URL fails the job with delivery_failed after one attempt.
+// URL fails the job with delivery_failed after one attempt; a destination
+// answering 500 then 200 is delivered on the second.
 func TestDeliverToClientStorage(t *testing.T) {
 	s3 := testenv.StartS3(t)
 	buckets := "renderbox-*"
@@ -116,6 +121,30 @@ func TestDeliverToClientStorage(t *testing.T) {
 			t.Fatalf("job %+v, deliveries %+v; want failed delivery_failed after one refused attempt", d.jobJSON, d.Diagnostics.Deliveries)
 		}
 	})
+	t.Run("a destination failing then taking it", func(t *testing.T) {
+		// A fake, to force the failure: 500 on the first PUT, then 200.
+		var n atomic.Int32
+		var got atomic.Value
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			if n.Add(1) == 1 {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			got.Store(b)
+			w.Header().Set("ETag", `"v2"`)
+		}))
+		defer srv.Close()
+		d := run(map[string]any{"put_urls": map[string]string{"output.png": srv.URL + "/up?sig=s3cr3t"}})
+		rec := d.Diagnostics.Deliveries
+		if d.State != "succeeded" || len(rec) != 1 || rec[0].Attempts != 2 || rec[0].ETag != "v2" || rec[0].Destination != srv.URL+"/up" {
+			t.Fatalf("job %+v, deliveries %+v; want succeeded on the second attempt", d.jobJSON, rec)
+		}
+		out := s.client.do("GET", d.Outputs[0].URL, key, "", nil, nil).Body
+		if b, _ := got.Load().([]byte); !bytes.Equal(b, out) {
+			t.Errorf("the server got %d bytes, the job's output is %d", len(b), len(out))
+		}
+	})
 	t.Run("refused at intake", func(t *testing.T) {
 		for dest, code := range map[string]string{
 			`{"put_urls": {"output.png": "http://10.0.0.7/o.png?X-Amz-Signature=x"}}`: "delivery_refused",
@@ -131,4 +160,12 @@ func TestDeliverToClientStorage(t *testing.T) {
 			}
 		}
 	})
+	// The presigned URLs' signatures are secrets: no process logs them.
+	for name, p := range map[string]*proc{"api": s.api, "worker": s.worker} {
+		for _, secret := range []string{"X-Amz-Signature", "s3cr3t"} {
+			if p != nil && strings.Contains(p.output(), secret) {
+				t.Errorf("the %s's log holds %q", name, secret)
+			}
+		}
+	}
 }
