@@ -66,6 +66,8 @@ func TestOfficePartsArePlannedAndChecked(t *testing.T) {
 	}{
 		{storedZip(t, zip.Store, [2][]byte{[]byte("a.docx"), samples.DOCX("one")}, [2][]byte{[]byte("b.png"), samples.PNGHeader(4, 4)}),
 			nil, render.ErrUnsupportedInput, `"b.png" looks like image/png`},
+		{storedZip(t, zip.Store, [2][]byte{[]byte("a.docx"), samples.DOCX("one")}, [2][]byte{[]byte("evil.exe"), []byte("MZ\x90\x00\x03\x00\x00\x00")}),
+			nil, render.ErrUnsupportedInput, `"evil.exe" looks like`},
 		{storedZip(t, zip.Deflate, [2][]byte{[]byte("a.docx"), samples.DOCX("one")}), nil, render.ErrInvalidInput, "compressed"},
 		{bundle, map[string]any{"pdf_a": "2b"}, render.ErrInvalidOptions, "pdf-archive"},
 		{bundle, map[string]any{"pdf_ua": true}, render.ErrInvalidOptions, "pdf-archive"},

@@ -87,7 +87,7 @@ var wrong = map[string][]byte{
 	"markdown-html": samples.PDF("a", 1), "markdown-pdf": encodePNG(samples.Image(4, 4, 0, 0, 1)),
 	"pdf-png": samples.HTML("a", "b"), "svg-png": samples.PDF("a", 1), "svg-pdf": samples.HTML("a", "b"),
 	"dot-svg": samples.Markdown("a"), "dot-png": samples.SVG(2, 2, 0, 0, 1),
-	"image-thumbnail": samples.SVG(2, 2, 0, 0, 1), "office-pdf": zipWith("evil.exe"),
+	"image-thumbnail": samples.SVG(2, 2, 0, 0, 1), "office-pdf": encodePNG(samples.Image(4, 4, 0, 0, 1)),
 	"pdf-merge": samples.HTML("a", "b"), "pdf-split": samples.DOCX("a"), "pdf-pages": samples.SVG(2, 2, 0, 0, 1),
 	"pdf-metadata": samples.Markdown("a"), "pdf-protect": encodePNG(samples.Image(4, 4, 0, 0, 1)), "pdf-unlock": samples.HTML("a", "b"), "pdf-bookmarks": samples.SVG(2, 2, 0, 0, 1), "pdf-attach": samples.PDF("alone", 1), "factur-x": samples.PDF("alone", 1),
 	"safe-pdf": zipWith("evil.exe"),
