@@ -56,10 +56,16 @@ password: -redis refuses one), the password from the Secret.
 - name: RENDERBOX_CEILINGS
   value: {{ . | quote }}
 {{- end }}
+{{- with .Values.deliver.buckets }}
+- name: RENDERBOX_DELIVER_BUCKETS
+  value: {{ . | quote }}
+{{- end }}
 {{- with .Values.blobs }}
 {{- if .url }}
 - name: RENDERBOX_BLOBS
   value: {{ .url | quote }}
+{{- end }}
+{{- if or .url $.Values.deliver.s3 }}
 - name: AWS_ACCESS_KEY_ID
   valueFrom:
     secretKeyRef:
@@ -71,6 +77,14 @@ password: -redis refuses one), the password from the Secret.
       name: {{ include "renderbox.secretName" $ }}
       key: {{ .secretAccessKeyKey }}
 {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The workers' side of delivery: the store deliver.buckets are in. */}}
+{{- define "renderbox.workerDeliverEnv" -}}
+{{- with .Values.deliver.s3 }}
+- name: RENDERBOX_DELIVER_S3
+  value: {{ . | quote }}
 {{- end }}
 {{- end -}}
 
