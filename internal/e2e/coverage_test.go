@@ -45,6 +45,16 @@ var conditional = map[string]string{
 	"Ready.reason":               "only with 503 unavailable, which a ready stack does not answer",
 	"Ready.checks.blobs":         "only with -blobs s3://…, which the contract-checked stacks do not run",
 	"Worker.unsafe_native_bench": "only from a worker started with -unsafe-native-bench, the benchmark's floor; no test stack runs one",
+	// TestDeliverToClientStorage checks these against a real store; its
+	// stack is not a contract-checked one.
+	"Job.diagnostics.deliveries": "only for a job that names a deliver destination",
+	"DeliveryRecord.output":      "a delivery record's, as Job.diagnostics.deliveries",
+	"DeliveryRecord.destination": "a delivery record's, as Job.diagnostics.deliveries",
+	"DeliveryRecord.status":      "a delivery record's, as Job.diagnostics.deliveries",
+	"DeliveryRecord.bytes":       "a delivery record's, as Job.diagnostics.deliveries",
+	"DeliveryRecord.etag":        "a delivery record's, as Job.diagnostics.deliveries",
+	"DeliveryRecord.attempts":    "a delivery record's, as Job.diagnostics.deliveries",
+	"DeliveryRecord.error":       "a delivery record's, as Job.diagnostics.deliveries, and only for a failed upload",
 }
 
 // recordSeen walks data (a decoded JSON answer) with its schema s, named
