@@ -1,8 +1,8 @@
 // Package deliver puts a job's outputs where its client asked them to go:
 // a presigned PUT URL per output, on any server the egress policy lets
 // the server reach, or keys under a prefix of an S3 bucket the operator
-// allows by pattern. Issue 32's item 3 ("Delivery to the client's
-// storage") is the plan; this package is its policy and its uploads.
+// allows by pattern (docs/api.md, "Delivery to your storage"). This
+// package is the destination policy and the uploads.
 //
 // A destination is chosen by the client, so an upload is a request the
 // server makes on an untrusted party's behalf: it follows the same

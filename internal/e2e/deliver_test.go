@@ -30,9 +30,9 @@ type deliveredJob struct {
 	} `json:"diagnostics"`
 }
 
-// Issue 32's "Delivery to a presigned PUT URL on the test's server and to
-// an allowed bucket; a refused destination is a 400 at intake", through
-// the real API and worker: each object read back from SeaweedFS is the
+// Delivery to a presigned PUT URL on the test's server and to an allowed
+// bucket, and a refused destination a 400 at intake, through the real API
+// and worker (docs/api.md, "Delivery to your storage"): each object read back from SeaweedFS is the
 // job's output, byte for byte, with the ETag the job recorded; an expired
 // URL fails the job with delivery_failed after one attempt; a destination
 // answering 500 then 200 is delivered on the second.

@@ -12,9 +12,10 @@ import (
 	"github.com/renderbox/renderbox/internal/testenv"
 )
 
-// Issue 14 through the API: pdf-merge takes its PDFs as several file
-// parts, in the order sent, and refuses a part that is not a PDF before
-// anything is queued; pdf-split's parts take the output_name; a document
+// The PDF operations through the API: pdf-merge takes its PDFs as several
+// file parts, in the order sent, and refuses a part that is not a PDF
+// before anything is queued; office-pdf merges documents and a PDF sent
+// the same way; pdf-split's parts take the output_name; a document
 // pdf-protect encrypted opens again with pdf-unlock and its password, and
 // neither job shows a password back.
 func TestPDFOperationsThroughTheAPI(t *testing.T) {
@@ -62,8 +63,8 @@ func TestPDFOperationsThroughTheAPI(t *testing.T) {
 		t.Errorf("a PNG among the PDFs: %d %s, want 400 unsupported_input naming it", r.Status, r.Body)
 	}
 
-	// office-pdf: two DOCX and a PDF as file parts, one bundle with a
-	// bookmark per part (issue 33).
+	// office-pdf: two DOCX and a PDF as file parts, merged into one bundle
+	// with a bookmark per part (docs/renderers.md, "LibreOffice").
 	ct, body = multipartParts(map[string]string{"renderer": "office-pdf", "options": `{"bookmarks": true}`},
 		part{filename: "letter.docx", data: samples.DOCX("Letter text")},
 		part{filename: "scan.pdf", data: samples.PDF("gamma", 1)},
