@@ -44,7 +44,7 @@ lint:
 	bash scripts/lint.sh
 
 ## bench: sandbox vs native figures as JSON lines
-bench: setup build
+bench: setup-tests build
 	bash scripts/bench.sh
 
 ## redis: start a local redis-server if none answers

@@ -8,13 +8,22 @@
 # by a worker rendering the jobs as they come); then a worker with its pool
 # on and the served lines measured again (warm); then once more with its
 # pool on and no gVisor (native-warm: worker serve -unsafe-native-bench,
-# the floor; this stack serves only the benchmark's own documents), with a
-# summary: warm over cold and over native-warm. JSON lines on stdout;
-# also saved to out/bench.jsonl. Extra arguments go to every bin/bench run.
+# the floor; this stack serves only the benchmark's own documents); then
+# warm again with the documents in an object store (SeaweedFS started
+# here, API and worker with -blobs s3://…: the "storage":"s3" lines), with
+# a summary: warm over cold, over native-warm, and s3 over redis. JSON
+# lines on stdout; also saved to out/bench.jsonl. Extra arguments go to
+# every bin/bench run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p out
 metrics=${WORKER_METRICS:-127.0.0.1:19091}
+
+# The s3 lines' store: the tests' SeaweedFS (make setup-tests builds it),
+# checked now rather than after the other phases' minutes.
+weed_pinned=$(sed -n 's/^const PinnedSeaweedFS = "\(.*\)"/\1/p' internal/testenv/s3.go)
+weed=/var/cache/renderbox/bin/weed-$weed_pinned
+[ -x "$weed" ] || { echo "bench: SeaweedFS is missing at $weed (the s3 lines' store); make setup-tests builds it" >&2; exit 1; }
 
 # Cold: the worker's pool off. A worker without a pool has no -pool-size
 # flag; then it runs both modes as it is, and the warm lines are cold too.
@@ -58,4 +67,43 @@ echo "restarting the worker natively, WITHOUT gVisor (the native-warm floor)…"
 stack_restart_worker "$logs/worker-native.log" -unsafe-native-bench \
   -pool-size chromium=10,office=10,pdf=10,light=10 -pool-memory chromium=4G,office=4G,pdf=1G,light=1G
 bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" "$@" \
-  -only served -mode native-warm -cold out/bench.jsonl | tee -a out/bench.jsonl
+  -only served -mode native-warm | tee -a out/bench.jsonl
+
+# Documents in an object store: SeaweedFS ("weed mini", as the tests run
+# it) on loopback ports of its own, with a random identity, its data
+# removed at exit; the API and a gVisor worker with its default pool
+# restarted with -blobs, and the warm lines measured again.
+echo "starting SeaweedFS and the API and worker with -blobs s3://…"
+s3dir=$(mktemp -d /tmp/renderbox-bench-s3.XXXXXX)
+weed_pid=
+bench_stop() {
+  [ -z "$weed_pid" ] || { kill -TERM "$weed_pid" 2>/dev/null; wait "$weed_pid" 2>/dev/null || true; }
+  rm -rf "$s3dir"
+  stack_stop
+}
+trap bench_stop EXIT
+AWS_ACCESS_KEY_ID=rbx$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+AWS_SECRET_ACCESS_KEY=$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
+export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+printf '{"identities":[{"name":"renderbox","credentials":[{"accessKey":"%s","secretKey":"%s"}],"actions":["Admin","Read","Write","List","Tagging"]}]}' \
+  "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" > "$s3dir/s3.json"
+mkdir -m 0700 "$s3dir/data"
+s3=127.0.0.1:18333
+(cd "$s3dir" && exec "$weed" mini -dir="$s3dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+  -s3.config="$s3dir/s3.json" -bucket=renderbox-bench -master.telemetry=false \
+  -webdav=false -admin.ui=false -s3.port.iceberg=0 -s3.port.lance=0 \
+  -s3.port=18333 -s3.port.grpc=18334 -master.port=18335 -master.port.grpc=18336 \
+  -volume.port=18337 -volume.port.grpc=18338 -filer.port=18339 -filer.port.grpc=18340 \
+  -filer.localSocket="$s3dir/filer.sock" -s3.localSocket="$s3dir/s3.sock") > "$logs/weed.log" 2>&1 &
+weed_pid=$!
+for _ in $(seq 300); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$s3/" || true)" != 000 ] && break
+  kill -0 "$weed_pid" 2>/dev/null || { tail -20 "$logs/weed.log"; echo "bench: SeaweedFS exited at start" >&2; exit 1; }
+  sleep 0.2
+done
+blobs="s3://renderbox-bench/bench?endpoint=$s3&region=us-east-1&secure=false"
+# The API's /readyz checks the store: it answers once the bucket does.
+stack_restart_api -blobs "$blobs" -rate 1000000 -burst 1000000 -max-queue-depth 1000000 -max-queued-per-key 1000000
+stack_restart_worker "$logs/worker-s3.log" -blobs "$blobs"
+bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" "$@" \
+  -only served -mode warm -storage s3 -cold out/bench.jsonl | tee -a out/bench.jsonl

@@ -9,7 +9,8 @@
 # KEY_NAME, the key's name before its timestamp (default: the script's).
 # Sets: addr, key, key_id, logs, worker_pid. Needs bin/ (make build).
 # stack_restart_worker LOGFILE FLAGS… drains the worker and starts another
-# with other flags (bench.sh: pool off, then on).
+# with other flags (bench.sh: pool off, then on); stack_restart_api FLAGS…
+# does the same for the API (bench.sh: documents in an object store).
 addr=${RENDERBOX_ADDR:-127.0.0.1:8080}
 export RENDERBOX_REDIS=${RENDERBOX_REDIS:-127.0.0.1:6379}
 db=${RENDERBOX_DB:-/var/lib/renderbox/api/ledger.db}
@@ -29,7 +30,8 @@ worker_pid=
 key_id=
 stack_stop() {
   for p in "${stack_pids[@]}" $worker_pid; do kill -TERM "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  # shellcheck disable=SC2086 # worker_pid: one pid or none
+  wait "${stack_pids[@]}" $worker_pid 2>/dev/null || true
   if [ -n "$key_id" ]; then
     if bin/api keys revoke -db "$db" "$key_id" >/dev/null; then
       echo "revoked this run's API key $key_id"
@@ -63,13 +65,24 @@ stack_restart_worker() { # LOGFILE FLAGS…: drain the worker, then start anothe
   stack_start_worker "$@"
 }
 
+stack_start_api() { # FLAGS…: start the API, return once /readyz answers
+  bin/api serve -addr "$addr" -redis "$RENDERBOX_REDIS" -db "$db" "$@" >> "$logs/api.log" 2>&1 &
+  stack_pids=($!)
+  for _ in $(seq 150); do curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
+  curl -fsS "http://$addr/readyz" >/dev/null || { cat "$logs/api.log"; echo "the API is not ready" >&2; exit 1; }
+}
+
+stack_restart_api() { # FLAGS…: stop the API, then start another
+  kill -TERM "${stack_pids[@]}" 2>/dev/null || true
+  wait "${stack_pids[@]}" 2>/dev/null || true
+  stack_start_api "$@"
+}
+
 # shellcheck disable=SC2086 # WORKER_ARGS and API_ARGS are lists of flags
 stack_start_worker "$logs/worker.log" ${WORKER_ARGS:-}
+: > "$logs/api.log"
 # shellcheck disable=SC2086
-bin/api serve -addr "$addr" -redis "$RENDERBOX_REDIS" -db "$db" ${API_ARGS:-} > "$logs/api.log" 2>&1 &
-stack_pids+=($!)
-for _ in $(seq 50); do curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
-curl -fsS "http://$addr/readyz" >/dev/null || { cat "$logs/api.log"; echo "the API is not ready" >&2; exit 1; }
+stack_start_api ${API_ARGS:-}
 
 # shellcheck disable=SC2034 # key is for the script that sources this one
 key=$(bin/api keys create -db "$db" "${KEY_NAME:-$(basename "$0" .sh)}-$(date +%s)" 2>"$logs/key.txt")

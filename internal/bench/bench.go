@@ -55,6 +55,7 @@ func Main(name string, args []string) int {
 	only := fs.String("only", "", "run only this part: lifecycle, renderers, served, url, api (end to end and intake) or intake")
 	renderers := fs.String("renderers", "", "renderers part: only these renderers (comma-separated; default all)")
 	mode := fs.String("mode", modeCold, "served lines' mode: cold (the worker's pool is off), warm (on; waits for it to fill) or native-warm (on, the worker started with -unsafe-native-bench)")
+	storage := fs.String("storage", storageRedis, "served lines' storage, as the stack runs: redis (the default -blobs) or s3 (API and worker with -blobs s3://…)")
 	servedRenderers := fs.String("served-renderers", servedRenderers, "renderers measured through the API (comma-separated)")
 	servedSerial := fs.Int("served-serial", 10, "served: jobs one after another for p50/p99")
 	servedJobs := fs.Int("served-jobs", 24, "served: jobs for throughput and CPU per job")
@@ -62,7 +63,7 @@ func Main(name string, args []string) int {
 	workerMetrics := fs.String("worker-metrics", "", "the worker's /metrics URL, to see its pool (renderbox_pool_idle)")
 	poolWait := fs.Duration("pool-wait", 2*time.Minute, "warm: longest wait for the pool to refill before a phase")
 	urlOrigin := fs.String("url-origin", "127.0.0.3:0", "url: where the page is served; the worker's -remote-allow must admit it (the line is skipped with -url-origin \"\")")
-	coldFile := fs.String("cold", "", "JSON lines holding this run's earlier served lines (cold, warm); prints the summary: warm over cold and over native-warm")
+	coldFile := fs.String("cold", "", "JSON lines holding this run's earlier served lines (cold, warm); prints the summary: warm over cold and over native-warm, and warm with s3 over warm with redis")
 	tree := fs.String("rootfs", envOr("RENDERBOX_ROOTFS", "/var/lib/renderbox/rootfs/current"), "built rootfs tree")
 	runsc := fs.String("runsc", os.Getenv("RENDERBOX_RUNSC"), "runsc binary")
 	version := fs.Bool("version", false, "print the build (version, VCS revision, Go release) and exit")
@@ -81,6 +82,7 @@ func Main(name string, args []string) int {
 	served := servedOpts{
 		mode: *mode, renderers: strings.Split(*servedRenderers, ","), serial: max(1, *servedSerial), jobs: max(1, *servedJobs),
 		concurrency: max(1, *servedConc), metrics: *workerMetrics, poolWait: *poolWait, coldFile: *coldFile,
+		storage: *storage,
 	}
 	if err := run(context.Background(), opts{n: *n, heavyN: *heavyN, tree: *tree, runsc: *runsc, api: *apiURL, key: *key, intake: *intake, only: *only, renderers: *renderers, served: served, urlOrigin: *urlOrigin}); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)

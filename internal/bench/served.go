@@ -32,6 +32,9 @@ type servedOpts struct {
 	metrics     string   // the worker's /metrics URL; "" = not known
 	poolWait    time.Duration
 	coldFile    string // JSON lines holding the run's earlier served lines, for the summary
+	// storage labels where the stack keeps documents: "redis" (the
+	// default) or "s3" (API and worker started with -blobs s3://…).
+	storage string
 }
 
 // Served modes, in the order make bench measures them.
@@ -39,6 +42,12 @@ const (
 	modeCold       = "cold"
 	modeWarm       = "warm"
 	modeNativeWarm = "native-warm"
+)
+
+// Served storages: the stack's -blobs, as the lines name it.
+const (
+	storageRedis = "redis"
+	storageS3    = "s3"
 )
 
 // servedRenderers are every family's served renderers: chromium
@@ -70,6 +79,9 @@ type servedLine struct {
 	// and latency and throughput read worse than the code is.
 	StealPerJob float64 `json:"steal_s_per_job"`
 	Input       string  `json:"input"`
+	// Storage is where the stack kept the jobs' documents: redis (the
+	// default) or s3 (an object store, -blobs s3://…).
+	Storage string `json:"storage"`
 	// PoolIdle is renderbox_pool_idle per family when the serial phase
 	// began, when the worker's metrics are known: none or zeros for cold.
 	PoolIdle map[string]float64 `json:"pool_idle,omitempty"`
@@ -119,6 +131,9 @@ func servedInput(renderer string) ([]byte, string, error) {
 func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiClient, o servedOpts) ([]servedLine, error) {
 	if o.mode != modeCold && o.mode != modeWarm && o.mode != modeNativeWarm {
 		return nil, fmt.Errorf("served: -mode %q: use cold (worker pool off), warm (pool on) or native-warm (pool on, worker serve -unsafe-native-bench)", o.mode)
+	}
+	if o.storage != storageRedis && o.storage != storageS3 {
+		return nil, fmt.Errorf("served: -storage %q: use redis or s3 (the stack's -blobs)", o.storage)
 	}
 	pool := func(fallback time.Duration) map[string]float64 {
 		if o.mode == modeCold {
@@ -196,7 +211,7 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 		modes := modesSince(ctx, o.metrics, r, modes0, o.serial+o.jobs)
 
 		l := servedLine{
-			Bench: "served", Renderer: r, Mode: o.mode,
+			Bench: "served", Renderer: r, Mode: o.mode, Storage: o.storage,
 			JobsPerS:    round2(float64(done) / elapsed.Seconds()),
 			Concurrency: o.concurrency,
 			CPUPerJob:   round2((cpu1 - cpu0) / float64(o.jobs)),
@@ -490,19 +505,25 @@ func summarize(out *json.Encoder, stamp, file string, cur []servedLine) error {
 }
 
 // summary is the summary line of lines: warm_over_cold and
-// warm_over_native_warm, each only with the renderers measured in both
-// of its modes (absent when none was).
+// warm_over_native_warm over the lines with documents in Redis, and
+// s3_over_redis (warm with an object store over warm with Redis), each
+// only with the renderers measured in both of its modes (absent when none
+// was).
 func summary(stamp string, lines []servedLine) map[string]any {
 	by := map[string]map[string]servedLine{}
 	for _, l := range lines {
-		if by[l.Mode] == nil {
-			by[l.Mode] = map[string]servedLine{}
+		key := l.Mode
+		if l.Storage == storageS3 {
+			key += "/" + storageS3
 		}
-		by[l.Mode][l.Renderer] = l
+		if by[key] == nil {
+			by[key] = map[string]servedLine{}
+		}
+		by[key][l.Renderer] = l
 	}
-	ratios := func(over string) map[string]map[string]float64 {
+	ratios := func(num, over string) map[string]map[string]float64 {
 		var r map[string]map[string]float64
-		for name, w := range by[modeWarm] {
+		for name, w := range by[num] {
 			o, ok := by[over][name]
 			if !ok {
 				continue
@@ -518,11 +539,14 @@ func summary(stamp string, lines []servedLine) map[string]any {
 		return r
 	}
 	line := map[string]any{"time": stamp, "bench": "summary"}
-	if r := ratios(modeCold); r != nil {
+	if r := ratios(modeWarm, modeCold); r != nil {
 		line["warm_over_cold"] = r
 	}
-	if r := ratios(modeNativeWarm); r != nil {
+	if r := ratios(modeWarm, modeNativeWarm); r != nil {
 		line["warm_over_native_warm"] = r
+	}
+	if r := ratios(modeWarm+"/"+storageS3, modeWarm); r != nil {
+		line["s3_over_redis"] = r
 	}
 	return line
 }

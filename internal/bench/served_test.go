@@ -90,13 +90,15 @@ func TestHostCPU(t *testing.T) {
 }
 
 // The summary divides warm by cold and by native-warm per renderer and
-// figure, only where both modes were measured; the last line of a
-// renderer and mode wins; a mode measured for no renderer leaves its key
-// out.
+// figure over the lines with documents in Redis, and warm with an object
+// store by warm with Redis, only where both were measured; the last line
+// of a renderer and mode wins; a mode measured for no renderer leaves its
+// key out.
 func TestSummary(t *testing.T) {
 	line := func(r, mode string, p50, jobs, cpu float64) servedLine {
 		return servedLine{Bench: "served", Renderer: r, Mode: mode, P50: p50, P99: 2 * p50, JobsPerS: jobs, CPUPerJob: cpu}
 	}
+	s3 := func(l servedLine) servedLine { l.Storage = storageS3; return l }
 	got := summary("t", []servedLine{
 		line("html-pdf", modeCold, 1600, 0.8, 2.5),
 		line("html-pdf", modeWarm, 9999, 9, 9), // replaced below
@@ -105,6 +107,8 @@ func TestSummary(t *testing.T) {
 		line("pdf-png", modeNativeWarm, 100, 8, 0.1),
 		line("html-pdf", modeWarm, 500, 1.6, 1.2),
 		line("svg-png", modeWarm, 120, 6, 0.25),
+		s3(line("html-pdf", modeWarm, 550, 1.2, 1.5)),
+		s3(line("dot-svg", modeWarm, 100, 5, 0.2)), // no redis twin
 	})
 	want := map[string]any{"time": "t", "bench": "summary",
 		"warm_over_cold": map[string]map[string]float64{
@@ -113,6 +117,9 @@ func TestSummary(t *testing.T) {
 		},
 		"warm_over_native_warm": map[string]map[string]float64{
 			"html-pdf": {"p50_ms": 2, "p99_ms": 2, "jobs_per_s": 0.4, "cpu_s_per_job": 3},
+		},
+		"s3_over_redis": map[string]map[string]float64{
+			"html-pdf": {"p50_ms": 1.1, "p99_ms": 1.1, "jobs_per_s": 0.75, "cpu_s_per_job": 1.25},
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
