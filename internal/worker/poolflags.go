@@ -34,9 +34,9 @@ type PoolConfig struct {
 	Images           int
 	ImageMaxAge      time.Duration
 	ImageMaxRestores int
-	// FillWait is how long a job that finds a restored family empty waits
-	// for a restore to land before it runs cold; each restore that lands
-	// starts the wait again. Default 2s.
+	// FillWait is how long a job that finds its family empty waits for a
+	// fill (a restore or a boot) to land before it runs cold; each fill
+	// that lands starts the wait again. Default 2s.
 	FillWait time.Duration
 }
 
@@ -49,7 +49,7 @@ func (c *PoolConfig) Bind(fs *flag.FlagSet) {
 	fs.IntVar(&c.Images, "pool-images", sandbox.DefaultImages, "checkpoint images per restored family, each restore picking one at random")
 	fs.DurationVar(&c.ImageMaxAge, "pool-image-max-age", 10*time.Minute, "retire a checkpoint image after a random age between half this and this")
 	fs.IntVar(&c.ImageMaxRestores, "pool-image-max-restores", sandbox.DefaultImageMaxRestores, "retire a checkpoint image after this many restores")
-	fs.DurationVar(&c.FillWait, "pool-fill-wait", 2*time.Second, "a job finding a restored family empty waits for its restores, and runs cold once none has landed for this long (0: never waits)")
+	fs.DurationVar(&c.FillWait, "pool-fill-wait", 2*time.Second, "a job finding its family empty waits for the sandboxes it is restoring or booting, and runs cold once none has landed for this long (0: never waits)")
 }
 
 // families turns the flags into the pool's families; nil means no pool.
@@ -107,11 +107,13 @@ func (c PoolConfig) families() ([]sandbox.PoolFamily, error) {
 			return nil, err
 		}
 		f.Restore = true
-		// A restore is quicker and far cheaper than a cold job; a boot
-		// is neither, so booted families never wait.
-		f.FillWait = c.FillWait
 	}
 	for i := range fams {
+		// Every family waits for its fills: a restore is quicker and far
+		// cheaper than a cold job, and a boot under way started before
+		// the job would, so it lands sooner than the job's own boot and
+		// costs no second one on the same cores.
+		fams[i].FillWait = c.FillWait
 		fams[i].MaxIdle = c.MaxIdle
 		fams[i].Images = c.Images
 		fams[i].ImageMaxAge = c.ImageMaxAge
