@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -270,7 +271,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		Owner: key.ID, Renderer: rd.Name, Options: opts, Limits: limits, InputSHA256: hex.EncodeToString(sum[:]),
 		InputSize: int64(len(sub.Input)), InputType: plan.InputType, IdempotencyKey: idem, CallbackURL: sub.CallbackURL,
 		OutputName: sub.OutputName, RequestID: requestIDOf(r), Diagnostics: fetchedDiagnostics(fetched),
-		TraceParent: tracing.TraceParent(ctx),
+		TraceParent: tracing.TraceParent(ctx), SecretsDigest: s.secretsDigest(plan.Options, sub.Destination),
 	}
 	job, created, err := s.Ledger.CreateJob(ctx, want)
 	span.SetAttributes(tracing.JobID.String(job.ID))
@@ -351,6 +352,30 @@ func (s *Server) enqueue(r *http.Request, job ledger.Job, sub *submission, plan 
 		s.wakeDispatcher()
 	}
 	return err
+}
+
+// secretsDigest is what a job's record keeps of what it leaves out, the
+// options' secrets (a document's password) and the delivery destination,
+// so that a replayed Idempotency-Key with another of either is a conflict
+// (ledger.Differs): HMAC-SHA256 of both under a key derived from the
+// master secret every replica shares, so the ledger alone cannot test a
+// guessed password. "" without a master secret (webhooks off).
+func (s *Server) secretsDigest(options any, dest *deliver.Spec) string {
+	if len(s.Webhooks.Master) == 0 {
+		return ""
+	}
+	o, err1 := json.Marshal(options)
+	d, err2 := json.Marshal(dest)
+	if err1 != nil || err2 != nil {
+		return "" // not comparable; never seen: both marshal for the task
+	}
+	k := hmac.New(sha256.New, s.Webhooks.Master)
+	k.Write([]byte("renderbox idempotency secrets v1"))
+	m := hmac.New(sha256.New, k.Sum(nil))
+	m.Write(o)
+	m.Write([]byte{0})
+	m.Write(d)
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // destination reads and checks a submission's deliver field

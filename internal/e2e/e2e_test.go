@@ -164,6 +164,18 @@ func TestJobsEndToEnd(t *testing.T) {
 		if r.Status != 422 || r.problemCode(t) != "idempotency_conflict" {
 			t.Errorf("same key, other input: %d %s, want 422 idempotency_conflict", r.Status, r.Body)
 		}
+		// The record keeps no password, only a keyed digest of it: the
+		// same password is the same job, another one a conflict.
+		pdf, pw := samples.PDF("protected", 1), map[string]string{"Idempotency-Key": "protect-1"}
+		_, p1 := submitJSON(t, c, alice, "pdf-protect", pdf, map[string]any{"user_password": "first pw"}, "", pw)
+		r, p2 := submitJSON(t, c, alice, "pdf-protect", pdf, map[string]any{"user_password": "first pw"}, "", pw)
+		if r.Status != 200 && r.Status != 202 || p1.ID == "" || p1.ID != p2.ID {
+			t.Fatalf("resubmit with the same password: %d, ids %q and %q, want the same job", r.Status, p1.ID, p2.ID)
+		}
+		r, _ = submitJSON(t, c, alice, "pdf-protect", pdf, map[string]any{"user_password": "other pw"}, "", pw)
+		if r.Status != 422 || r.problemCode(t) != "idempotency_conflict" || !strings.Contains(string(r.Body), "password or deliver") {
+			t.Errorf("same key, other password: %d %s, want 422 idempotency_conflict naming password or deliver", r.Status, r.Body)
+		}
 		// Another tenant's identical key is another job.
 		_, other := submitJSON(t, c, bob, "svg-png", in, nil, "", hdr)
 		if other.ID == a.ID {

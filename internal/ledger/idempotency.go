@@ -25,7 +25,8 @@ func CheckIdempotencyKey(k string) error {
 
 // Differs names the first thing, other than the idempotency key, in which
 // a replayed request b differs from the job a it replays ("" when none):
-// renderer, options, limits, input, callback_url or output_name. Options
+// renderer, options, limits, input, callback_url, output_name, or
+// "password or deliver" (their SecretsDigest, when both have one). Options
 // and limits compare as the canonical JSON the API records.
 func Differs(a, b Job) string {
 	orEmpty := func(j []byte) []byte {
@@ -50,6 +51,10 @@ func Differs(a, b Job) string {
 		return "callback_url"
 	case a.OutputName != b.OutputName:
 		return "output_name"
+	case a.SecretsDigest != b.SecretsDigest && a.SecretsDigest != "" && b.SecretsDigest != "":
+		// Only a digest: the record never holds a password or a
+		// presigned URL.
+		return "password or deliver"
 	}
 	return ""
 }

@@ -24,6 +24,10 @@ type Job struct {
 	IdempotencyKey string // "" when the client sent none
 	RequestID      string // the id of the request that submitted the job (X-Request-Id); "" for none
 	TraceParent    string // the W3C traceparent of the job's intake span (internal/tracing); "" when not traced
+	// SecretsDigest is a keyed digest of what the record leaves out (the
+	// options' secrets, the delivery destination), for Differs; "" when
+	// not known (no master secret, or a job from before migration 0011).
+	SecretsDigest string
 
 	State        jobstate.State
 	ErrorCode    string // set when State is failed or canceled

@@ -349,6 +349,7 @@ func TestCreateJob(t *testing.T) {
 			IdempotencyKey: "order-17",
 			RequestID:      "lb-7f3a:42",
 			TraceParent:    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+			SecretsDigest:  strings.Repeat("5d", 32),
 			State:          jobstate.Succeeded, // ignored: jobs start queued
 			Attempts:       9,                  // ignored
 		}
@@ -362,8 +363,8 @@ func TestCreateJob(t *testing.T) {
 		if got := state(t, s, alice.ID, first.ID); !reflect.DeepEqual(got, first) {
 			t.Errorf("GetJob: got %+v, want what CreateJob returned %+v", got, first)
 		}
-		if first.RequestID != in.RequestID || first.OutputName != in.OutputName || first.TraceParent != in.TraceParent {
-			t.Errorf("CreateJob: got request id %q, output name %q and traceparent %q, want %q, %q and %q as given", first.RequestID, first.OutputName, first.TraceParent, in.RequestID, in.OutputName, in.TraceParent)
+		if first.RequestID != in.RequestID || first.OutputName != in.OutputName || first.TraceParent != in.TraceParent || first.SecretsDigest != in.SecretsDigest {
+			t.Errorf("CreateJob: got request id %q, output name %q, traceparent %q and secrets digest %q, want %q, %q, %q and %q as given", first.RequestID, first.OutputName, first.TraceParent, first.SecretsDigest, in.RequestID, in.OutputName, in.TraceParent, in.SecretsDigest)
 		}
 
 		// Same owner, same idempotency key: the same job, not a new one.

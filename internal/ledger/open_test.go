@@ -101,7 +101,7 @@ func TestFilesAreOwnerOnly(t *testing.T) {
 func TestDiffers(t *testing.T) {
 	t.Parallel()
 	first := ledger.Job{Renderer: "pdf-png", Options: json.RawMessage(`{"dpi":72}`), InputSHA256: "ab", InputSize: 2,
-		CallbackURL: "https://h.example/", OutputName: "scan"}
+		CallbackURL: "https://h.example/", OutputName: "scan", SecretsDigest: "d1"}
 	for _, tc := range []struct {
 		change func(*ledger.Job)
 		want   string
@@ -117,6 +117,8 @@ func TestDiffers(t *testing.T) {
 		{func(j *ledger.Job) { j.CallbackURL = "" }, "callback_url"},
 		{func(j *ledger.Job) { j.OutputName = "" }, "output_name"},
 		{func(j *ledger.Job) { j.OutputName = "Scan" }, "output_name"},
+		{func(j *ledger.Job) { j.SecretsDigest = "d2" }, "password or deliver"},
+		{func(j *ledger.Job) { j.SecretsDigest = "" }, ""}, // not known: compared with nothing
 	} {
 		replay := first
 		tc.change(&replay)

@@ -36,7 +36,7 @@ func validJobID(id string) bool {
 const jobColumns = `id, owner, renderer, options, input_sha256, input_size, callback_url,
 	idempotency_key, state, error_code, error_message, attempts,
 	created_at, started_at, finished_at, outputs, sandbox_mode, limits, input_type, diagnostics, output_name,
-	worker, rootfs_digest, request_id, trace_parent`
+	worker, rootfs_digest, request_id, trace_parent, secrets_digest`
 
 // live is the SQL set of non-terminal states: the only ones a job may leave.
 const live = `('queued', 'running')`
@@ -123,12 +123,12 @@ func insertJob(ctx context.Context, tx *sql.Tx, j Job) (Job, bool, error) {
 	// duplicate id still fails, as it should.
 	res, err := tx.ExecContext(ctx, `INSERT INTO jobs
 		(id, owner, renderer, options, input_sha256, input_size, callback_url,
-		 idempotency_key, state, attempts, created_at, outputs, limits, input_type, output_name, request_id, diagnostics, trace_parent)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, '[]', $11, $12, $13, $14, $15, $16)
+		 idempotency_key, state, attempts, created_at, outputs, limits, input_type, output_name, request_id, diagnostics, trace_parent, secrets_digest)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, '[]', $11, $12, $13, $14, $15, $16, $17)
 		ON CONFLICT (owner, idempotency_key) DO NOTHING`,
 		j.ID, j.Owner, j.Renderer, string(j.Options), j.InputSHA256, j.InputSize, j.CallbackURL,
 		nullString(j.IdempotencyKey), string(jobstate.Queued), toNanos(j.CreatedAt), string(j.Limits), j.InputType, j.OutputName, j.RequestID,
-		storedText(diag), j.TraceParent)
+		storedText(diag), j.TraceParent, j.SecretsDigest)
 	if err != nil {
 		return Job{}, false, err
 	}
@@ -429,7 +429,7 @@ func scanJob(row scanner) (Job, error) {
 	err := row.Scan(&j.ID, &j.Owner, &j.Renderer, &options, &j.InputSHA256, &j.InputSize, &j.CallbackURL,
 		&idem, &state, &j.ErrorCode, &j.ErrorMessage, &j.Attempts,
 		&created, &started, &finished, &outputs, &j.SandboxMode, &limits, &j.InputType, &diagnostics, &j.OutputName,
-		&j.Worker, &j.RootfsDigest, &j.RequestID, &j.TraceParent)
+		&j.Worker, &j.RootfsDigest, &j.RequestID, &j.TraceParent, &j.SecretsDigest)
 	if err != nil {
 		return Job{}, err
 	}
