@@ -93,6 +93,15 @@ func Check(objs []Object) error {
 			fail("the API's RENDERBOX_CEILINGS %q differs from the workers' %q: set them together (docs/settings.md)", a, w)
 		}
 	}
+	// Only the workers deliver to buckets: the API holds the store's keys
+	// only when its documents are in the store.
+	if api != nil && env(api.Spec.Template.Spec.Containers, "RENDERBOX_BLOBS") == "" {
+		for _, c := range api.Spec.Template.Spec.Containers {
+			if fromSecret(c, "AWS_ACCESS_KEY_ID") || fromSecret(c, "AWS_SECRET_ACCESS_KEY") {
+				fail("Deployment %s: container %s holds the object store's keys without RENDERBOX_BLOBS: only the workers use them (deliver.s3)", api.Name, c.Name)
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -65,18 +65,24 @@ password: -redis refuses one), the password from the Secret.
 - name: RENDERBOX_BLOBS
   value: {{ .url | quote }}
 {{- end }}
-{{- if or .url $.Values.deliver.s3 }}
+{{- end }}
+{{- end -}}
+
+{{/* The store's keys, only where they are used: the API and the workers
+for blobs.url, the workers alone for deliver.s3 (root, worker). */}}
+{{- define "renderbox.awsEnv" -}}
+{{- $v := .root.Values -}}
+{{- if or $v.blobs.url (and .worker $v.deliver.s3) }}
 - name: AWS_ACCESS_KEY_ID
   valueFrom:
     secretKeyRef:
-      name: {{ include "renderbox.secretName" $ }}
-      key: {{ .accessKeyIDKey }}
+      name: {{ include "renderbox.secretName" .root }}
+      key: {{ $v.blobs.accessKeyIDKey }}
 - name: AWS_SECRET_ACCESS_KEY
   valueFrom:
     secretKeyRef:
-      name: {{ include "renderbox.secretName" $ }}
-      key: {{ .secretAccessKeyKey }}
-{{- end }}
+      name: {{ include "renderbox.secretName" .root }}
+      key: {{ $v.blobs.secretAccessKeyKey }}
 {{- end }}
 {{- end -}}
 
