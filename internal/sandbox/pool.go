@@ -70,6 +70,15 @@ const (
 	PoolEvict      PoolEventKind = "evict"       // an idle one was destroyed
 	PoolDied       PoolEventKind = "died"        // an idle one was found dead
 	PoolImage      PoolEventKind = "image"       // a checkpoint image was made
+	PoolGrow       PoolEventKind = "grow"        // a job found the family empty: it keeps one more
+	PoolShrink     PoolEventKind = "shrink"      // one it grew by waited out MaxIdle: it keeps one fewer
+)
+
+// growthFactor bounds how far demand grows a family past its size (and
+// never past maxTarget); its memory budget bounds it too (wants).
+const (
+	growthFactor = 4
+	maxTarget    = 64
 )
 
 // Reasons of PoolMiss, PoolEvict and PoolDied events.
@@ -116,8 +125,12 @@ type family struct {
 	images   []*image // in use, oldest first
 	making   bool     // another image is being made in the background
 	failures int      // consecutive failed fills
-	wasFull  bool     // said so in the log already
-	filling  bool     // a fill is under way
+	// target is how many idle sandboxes the family keeps now: its Size,
+	// grown by one each time a job finds it empty, shrunk by one each
+	// time a sandbox waits out MaxIdle, never below Size (demand).
+	target  int
+	wasFull bool // said so in the log already
+	filling bool // a fill is under way
 	// filled is closed, and replaced, when a fill ends.
 	filled chan struct{}
 }
@@ -152,7 +165,7 @@ func (m *Manager) NewPool(cfg PoolConfig) (*Pool, error) {
 			return nil, fmt.Errorf("pool config: family %s: images %d, image max restores %d and max age %s may not be negative",
 				f.Name, f.Images, f.ImageMaxRestores, f.ImageMaxAge)
 		}
-		p.fams[f.Name] = &family{cfg: f, wake: make(chan struct{}, 1), filled: make(chan struct{})}
+		p.fams[f.Name] = &family{cfg: f, target: f.Size, wake: make(chan struct{}, 1), filled: make(chan struct{})}
 	}
 	return p, nil
 }
@@ -253,6 +266,7 @@ func (p *Pool) Take(ctx context.Context, name string, lim Limits) (*Sandbox, str
 		defer patience.Stop()
 	}
 	waiting := patience != nil
+	f.growIfEmpty(p)
 	for {
 		f.mu.Lock()
 		// Nothing settled is ready, and a sandbox is settling or a fill is
@@ -348,9 +362,11 @@ func (p *Pool) Idle(name string) int {
 
 // FamilyStats is a snapshot of one family, for gauges.
 type FamilyStats struct {
-	Name       string
-	Size, Idle int
-	IdleMemory int64
+	Name string
+	// Size is the operator's; Target the idle sandboxes the family keeps
+	// now, Size grown by demand.
+	Size, Target, Idle int
+	IdleMemory         int64
 	// Images is how many checkpoint images are in use; ImageAge is the
 	// age of the oldest, 0 without one.
 	Images   int
@@ -362,7 +378,7 @@ func (p *Pool) Stats() []FamilyStats {
 	var out []FamilyStats
 	for _, f := range p.fams {
 		f.mu.Lock()
-		s := FamilyStats{Name: f.cfg.Name, Size: f.cfg.Size, Idle: len(f.idle)}
+		s := FamilyStats{Name: f.cfg.Name, Size: f.cfg.Size, Target: f.target, Idle: len(f.idle)}
 		for _, pd := range f.idle {
 			s.IdleMemory += pd.mem
 		}

@@ -55,7 +55,7 @@ func (p *Pool) refill(ctx context.Context, f *family) {
 func (f *family) wants() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.idle) >= f.cfg.Size {
+	if len(f.idle) >= f.target {
 		return false
 	}
 	if f.cfg.MemoryBudget > 0 {
@@ -71,9 +71,29 @@ func (f *family) wants() bool {
 }
 
 // reserve is how many ready sandboxes a family keeps before its fills stop
-// yielding to jobs: half its size, rounded up (so a family of one always
-// refills at once).
-func (f *family) reserve() int { return (f.cfg.Size + 1) / 2 }
+// yielding to jobs: half its target, rounded up (so a family of one always
+// refills at once). Called with f.mu held.
+func (f *family) reserve() int { return (f.target + 1) / 2 }
+
+// growIfEmpty keeps one more sandbox when a job finds none idle: demand
+// above what the family keeps. At most growthFactor times its size (and
+// maxTarget), and no more than its memory budget holds at the last
+// sandbox's size.
+func (f *family) growIfEmpty(p *Pool) {
+	f.mu.Lock()
+	most := min(maxTarget, growthFactor*f.cfg.Size)
+	if f.cfg.MemoryBudget > 0 && f.lastMem > 0 {
+		most = min(most, max(f.cfg.Size, int(f.cfg.MemoryBudget/f.lastMem)))
+	}
+	grew := len(f.idle) == 0 && f.target < most
+	if grew {
+		f.target++
+	}
+	f.mu.Unlock()
+	if grew {
+		p.event(PoolEvent{Family: f.cfg.Name, Kind: PoolGrow, Reason: MissEmpty})
+	}
+}
 
 // yielding reports whether the family's fills should give way to jobs now
 // (Gate.Await): whether it holds its reserve of settled sandboxes. One
@@ -105,7 +125,19 @@ func (p *Pool) sweep(ctx context.Context, f *family) {
 		}
 	}
 	f.idle = keep
+	// Each sandbox that waited out MaxIdle is demand the family no longer
+	// has: it keeps one fewer, down to its size.
+	shrunk := 0
+	for _, pd := range drop {
+		if pd.sb.Alive() && f.target > f.cfg.Size {
+			f.target--
+			shrunk++
+		}
+	}
 	f.mu.Unlock()
+	for range shrunk {
+		p.event(PoolEvent{Family: f.cfg.Name, Kind: PoolShrink, Reason: GoneMaxIdle})
+	}
 	for _, pd := range drop {
 		why := GoneMaxIdle
 		if !pd.sb.Alive() {
@@ -156,7 +188,7 @@ func (p *Pool) fill(ctx context.Context, f *family) error {
 	f.mu.Lock()
 	f.idle = append(f.idle, pd)
 	f.lastMem = pd.mem
-	full := len(f.idle) >= f.cfg.Size && !f.wasFull
+	full := len(f.idle) >= f.target && !f.wasFull
 	f.wasFull = f.wasFull || full
 	f.mu.Unlock()
 	if full {

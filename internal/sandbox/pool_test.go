@@ -540,3 +540,68 @@ func TestTemplateRunsBeforeItsCheckpoint(t *testing.T) {
 		t.Errorf("the image was made %s after its template started booting, want at least its TemplateWait (%s)", d, wait)
 	}
 }
+
+// A family keeps more sandboxes where jobs find it empty, and fewer again
+// once they wait out MaxIdle unused: each job that finds none idle grows
+// its target by one, up to four times its size; each sandbox evicted for
+// idling shrinks it by one, down to its size. Stats and the grow and
+// shrink events say so.
+func TestFamilySizeFollowsDemand(t *testing.T) {
+	t.Parallel()
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{Timeout: 30 * time.Second}
+	var mu sync.Mutex
+	events := map[sandbox.PoolEventKind]int{}
+	const maxIdle = 20 * time.Second // long enough for four fills on a loaded host
+	p := testenv.PoolWithEvents(t, m, func(e sandbox.PoolEvent) {
+		mu.Lock()
+		events[e.Kind]++
+		mu.Unlock()
+	}, sandbox.PoolFamily{Name: "light", Warm: wire.Warm{Kind: wire.WarmNone}, Limits: lim, Size: 1, MaxIdle: maxIdle})
+	target := func() int {
+		for _, s := range p.Stats() {
+			if s.Name == "light" {
+				return s.Target
+			}
+		}
+		return -1
+	}
+	count := func(k sandbox.PoolEventKind) int { mu.Lock(); defer mu.Unlock(); return events[k] }
+	waitReady(t, p, 1)
+	destroy := func(sb *sandbox.Sandbox) {
+		if sb != nil {
+			if err := sb.Destroy(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	destroy(take(t, p, lim)) // one was idle: no growth
+	if n := target(); n != 1 {
+		t.Fatalf("after a hit: target %d, want 1", n)
+	}
+	// Five jobs at once find it empty (no FillWait: they run cold); the
+	// target grows to four, its bound, not five.
+	for range 5 {
+		sb, _ := p.Take(context.Background(), "light", lim)
+		destroy(sb)
+	}
+	if n, g := target(), count(sandbox.PoolGrow); n != 4 || g != 3 {
+		t.Fatalf("after 5 misses: target %d after %d grow events, want 4 after 3", n, g)
+	}
+	// The fills follow the target.
+	waitIdle(t, p, 4, time.Minute)
+	// Unused, they wait out MaxIdle and the target comes back to the size.
+	deadline := time.Now().Add(4 * maxIdle)
+	for target() > 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("target %d after %s unused, want 1", target(), 4*maxIdle)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if s := count(sandbox.PoolShrink); s != 3 {
+		t.Errorf("%d shrink events, want 3", s)
+	}
+	if idle := p.Idle("light"); idle > 1 {
+		t.Errorf("%d idle once shrunk, want at most 1", idle)
+	}
+}

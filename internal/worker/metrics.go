@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "renderbox_pool_jobs_total", Help: "Jobs that asked the pool for a sandbox: result hit (mode prebooted or restored) or miss (reason empty, spec_limits, higher_limits).",
 	}, []string{"family", "result", "mode", "reason"})
 	m.PoolEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "renderbox_pool_events_total", Help: "Pool sandboxes filled, failed to fill, evicted (max idle, lowering failed) or found dead while idle, and checkpoint images made.",
+		Name: "renderbox_pool_events_total", Help: "Pool sandboxes filled, failed to fill, evicted (max idle, lowering failed) or found dead while idle, checkpoint images made, and a family's target grown (a job found it empty) or shrunk (a sandbox waited out max idle).",
 	}, []string{"family", "event", "reason"})
 	m.PoolFill = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "renderbox_pool_fill_seconds", Help: "Time to fill one pool sandbox (boot or restore) or to make a checkpoint image (mode image).",
@@ -99,6 +99,7 @@ func RegisterPool(reg prometheus.Registerer, p *sandbox.Pool) {
 	reg.MustRegister(poolCollector{p: p,
 		idle:   desc("renderbox_pool_idle", "Pre-booted sandboxes ready for a job."),
 		size:   desc("renderbox_pool_size", "Idle sandboxes the pool keeps ready (the operator's size)."),
+		target: desc("renderbox_pool_target", "Idle sandboxes the pool keeps ready now: the operator's size grown by demand (jobs that found the family empty), at most four times it, within the family's memory budget."),
 		mem:    desc("renderbox_pool_idle_memory_bytes", "Memory the idle sandboxes' cgroups charge."),
 		image:  desc("renderbox_pool_image_age_seconds", "Age of the oldest checkpoint image restores use now; 0 without one."),
 		images: desc("renderbox_pool_images", "Checkpoint images restores pick from now."),
@@ -106,13 +107,14 @@ func RegisterPool(reg prometheus.Registerer, p *sandbox.Pool) {
 }
 
 type poolCollector struct {
-	p                              *sandbox.Pool
-	idle, size, mem, image, images *prometheus.Desc
+	p                                      *sandbox.Pool
+	idle, size, target, mem, image, images *prometheus.Desc
 }
 
 func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.idle
 	ch <- c.size
+	ch <- c.target
 	ch <- c.mem
 	ch <- c.image
 	ch <- c.images
@@ -122,6 +124,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.p.Stats() {
 		ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(s.Idle), s.Name)
 		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(s.Size), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.target, prometheus.GaugeValue, float64(s.Target), s.Name)
 		ch <- prometheus.MustNewConstMetric(c.mem, prometheus.GaugeValue, float64(s.IdleMemory), s.Name)
 		ch <- prometheus.MustNewConstMetric(c.image, prometheus.GaugeValue, s.ImageAge.Seconds(), s.Name)
 		ch <- prometheus.MustNewConstMetric(c.images, prometheus.GaugeValue, float64(s.Images), s.Name)

@@ -14,9 +14,10 @@ import (
 
 // PoolConfig are the pool flags of `worker serve`.
 type PoolConfig struct {
-	// Sizes is idle sandboxes per family, "family=N,…"; "none" or "off"
-	// disables the pool. Default chromium=4,office=1,pdf=8,light=4 (a
-	// 2-core host).
+	// Sizes is idle sandboxes per family, "family=N,…", the least each
+	// keeps (demand grows it up to four times, within Memory); "none" or
+	// "off" disables the pool. Default chromium=4,office=1,pdf=8,light=4
+	// (a 2-core host).
 	Sizes string
 	// Memory is each family's budget of idle memory, "family=BYTES,…" with
 	// K/M/G suffixes (powers of 1024). Default chromium=1.5G,office=1G,
@@ -42,7 +43,7 @@ type PoolConfig struct {
 
 // Bind registers the pool flags on fs.
 func (c *PoolConfig) Bind(fs *flag.FlagSet) {
-	fs.StringVar(&c.Sizes, "pool-size", "chromium=4,office=1,pdf=8,light=4", `idle pre-booted sandboxes per family ("none" disables the pool)`)
+	fs.StringVar(&c.Sizes, "pool-size", "chromium=4,office=1,pdf=8,light=4", `idle pre-booted sandboxes per family, the least it keeps: jobs finding a family empty grow it up to 4 times, within -pool-memory ("none" disables the pool)`)
 	fs.StringVar(&c.Memory, "pool-memory", "chromium=1.5G,office=1G,pdf=256M,light=256M", "budget of idle memory per family")
 	fs.StringVar(&c.Restore, "pool-restore", "chromium,office", `families filled by checkpoint/restore instead of booting ("" for none)`)
 	fs.DurationVar(&c.MaxIdle, "pool-max-idle", 10*time.Minute, "replace a pool sandbox idle this long")
