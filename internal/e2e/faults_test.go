@@ -208,6 +208,15 @@ func checkRanOnce(t *testing.T, s *stack, ids []string) {
 	t.Helper()
 	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: s.redis})
 	defer insp.Close()
+	// A job's result is stored while its sandbox is torn down; its task
+	// stays active until the teardown ends (as in the load test): wait
+	// for that before reading each task's state.
+	var qi *asynq.QueueInfo
+	var err error
+	waitFor(t, "the queue's last tasks to finish", 15*time.Second, func() bool {
+		qi, err = insp.GetQueueInfo(queue.QueueName)
+		return err == nil && qi.Active == 0
+	})
 	for _, id := range ids {
 		ti, err := insp.GetTaskInfo(queue.QueueName, id)
 		if err != nil {
@@ -218,14 +227,6 @@ func checkRanOnce(t *testing.T, s *stack, ids []string) {
 			t.Errorf("task %s is %v after %d retries (last error %q), want completed without a retry", id, ti.State, ti.Retried, ti.LastErr)
 		}
 	}
-	// A job's result is stored while its sandbox is torn down; its task
-	// stays active until the teardown ends (as in the load test).
-	var qi *asynq.QueueInfo
-	var err error
-	waitFor(t, "the queue's last tasks to finish", 15*time.Second, func() bool {
-		qi, err = insp.GetQueueInfo(queue.QueueName)
-		return err == nil && qi.Active == 0
-	})
 	if left := qi.Pending + qi.Active + qi.Scheduled + qi.Retry + qi.Archived; left != 0 {
 		t.Errorf("queue holds %d pending, %d active, %d scheduled, %d retry, %d archived tasks, want none", qi.Pending, qi.Active, qi.Scheduled, qi.Retry, qi.Archived)
 	}
