@@ -37,8 +37,9 @@ fi
 # Intake measures the API, not the per-key rate limit or the queue bound.
 # The url line's page is served by bin/bench on 127.0.0.3, which the
 # worker's broker is allowed to reach (every address here is private).
+bench_api_args="-rate 1000000 -burst 1000000 -max-queue-depth 1000000 -max-queued-per-key 1000000"
 # shellcheck source=scripts/stack.sh
-API_ARGS="-rate 1000000 -burst 1000000 -max-queue-depth 1000000 -max-queued-per-key 1000000 -remote-content" \
+API_ARGS="$bench_api_args -remote-content" \
   WORKER_ARGS="${cold_args[*]} -remote-content -remote-allow 127.0.0.3/32" \
   WORKER_METRICS=$metrics LOGS=out/bench-logs source scripts/stack.sh
 bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" -mode cold -intake 0 "$@" | tee out/bench.jsonl
@@ -103,7 +104,8 @@ for _ in $(seq 300); do
 done
 blobs="s3://renderbox-bench/bench?endpoint=$s3&region=us-east-1&secure=false"
 # The API's /readyz checks the store: it answers once the bucket does.
-stack_restart_api -blobs "$blobs" -rate 1000000 -burst 1000000 -max-queue-depth 1000000 -max-queued-per-key 1000000
+# shellcheck disable=SC2086 # a list of flags
+stack_restart_api -blobs "$blobs" $bench_api_args
 stack_restart_worker "$logs/worker-s3.log" -blobs "$blobs"
 bin/bench -api "http://$addr" -key "$key" -worker-metrics "http://$metrics/metrics" "$@" \
   -only served -mode warm -storage s3 -cold out/bench.jsonl | tee -a out/bench.jsonl
