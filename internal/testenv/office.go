@@ -27,7 +27,9 @@ type OfficeSave struct {
 
 // officeSaver is run by python3 inside the sandbox: it boots soffice on a
 // UNO pipe, loads each input and stores it with its filter, then kills
-// soffice. OOXML is encrypted through EncryptionData (what LibreOffice's
+// soffice and leaves at once: tearing down the UNO bridge to a killed
+// soffice at interpreter exit can end python in SIGSEGV after every file
+// was stored. OOXML is encrypted through EncryptionData (what LibreOffice's
 // save dialog passes), other formats through Password.
 const officeSaver = `
 import json, os, subprocess, sys, time, uno
@@ -62,6 +64,7 @@ for i, job in enumerate(json.load(open("/tmp/in/jobs.json"))):
     doc.storeToURL(uno.systemPathToFileUrl("/tmp/out/%d" % i), tuple(props))
     doc.close(True)
 os.killpg(so.pid, 9)
+os._exit(0)
 `
 
 // OfficeFiles has LibreOffice, in one sandbox, store each document with its
