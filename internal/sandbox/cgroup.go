@@ -304,8 +304,6 @@ func memoryUsage(rel string) int64 {
 // only ever lowers: the caller checks that lim fits under what the sandbox
 // was created with.
 func lowerCgroup(rel string, lim Limits, noSwap bool) error {
-	period := int64(100_000)
-	quota := int64(lim.CPUs * float64(period))
 	mem := strconv.FormatInt(lim.MemoryBytes, 10)
 	type write struct{ controller, file, value string }
 	var ws []write
@@ -314,13 +312,11 @@ func lowerCgroup(rel string, lim Limits, noSwap bool) error {
 		if noSwap {
 			ws = append(ws, write{"memory", "memory.swap.max", "0"})
 		}
-		ws = append(ws, write{"cpu", "cpu.max", fmt.Sprintf("%d %d", quota, period)})
 	} else {
 		ws = []write{{"memory", "memory.limit_in_bytes", mem}}
 		if noSwap {
 			ws = append(ws, write{"memory", "memory.memsw.limit_in_bytes", mem})
 		}
-		ws = append(ws, write{"cpu", "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)})
 	}
 	ws = append(ws, write{"pids", "pids.max", strconv.FormatInt(lim.Pids, 10)})
 	for _, w := range ws {
@@ -328,6 +324,21 @@ func lowerCgroup(rel string, lim Limits, noSwap bool) error {
 		if err := os.WriteFile(f, []byte(w.value), 0); err != nil {
 			return fmt.Errorf("lowering %s to %s: %w", f, w.value, err)
 		}
+	}
+	return lowerCPU(rel, lim.CPUs)
+}
+
+// lowerCPU writes a quota of cpus CPUs into cgroup rel (period 100 ms, as
+// the spec's).
+func lowerCPU(rel string, cpus float64) error {
+	period := int64(100_000)
+	quota := int64(cpus * float64(period))
+	f, v := cgroupFile("cpu", rel, "cpu.cfs_quota_us"), strconv.FormatInt(quota, 10)
+	if cgroupV2() {
+		f, v = cgroupFile("cpu", rel, "cpu.max"), fmt.Sprintf("%d %d", quota, period)
+	}
+	if err := os.WriteFile(f, []byte(v), 0); err != nil {
+		return fmt.Errorf("lowering %s to %s: %w", f, v, err)
 	}
 	return nil
 }

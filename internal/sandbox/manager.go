@@ -178,6 +178,12 @@ func (m *Manager) Prepare(ctx context.Context, limits Limits) (*Sandbox, error) 
 	return m.prepare(ctx, limits, []string{AgentPath})
 }
 
+// BootCPUs is the CPU quota a sandbox with a lower limit is made with
+// (SpecOptions.BootCPUs): enough for runsc, the gofer and the Sentry to
+// boot without being throttled, and no more CPUs than the Sentry shows
+// its applications for a quota of 1 (runsc's own floor is 2).
+const BootCPUs = 2
+
 // NewSandbox writes a fresh bundle whose process is args and returns its
 // sandbox, not yet made: the caller Creates it (and Starts it) or Restores
 // a checkpoint into it, and must Destroy it whatever happens.
@@ -195,6 +201,11 @@ func (m *Manager) NewSandbox(limits Limits, args []string) (*Sandbox, error) {
 	if m.native {
 		s.native = m.cfg.Rootfs
 	}
+	// A native sandbox's cgroup is written by nativeCreate, at lim.
+	boot := 0.0
+	if !m.native && lim.CPUs < BootCPUs {
+		boot, s.cpuPending = BootCPUs, true
+	}
 	err := writeBundle(s.bundle, SpecOptions{
 		RootfsPath:  m.cfg.Rootfs,
 		RootfsImage: m.cfg.RootfsImage,
@@ -204,6 +215,7 @@ func (m *Manager) NewSandbox(limits Limits, args []string) (*Sandbox, error) {
 		CgroupsPath: s.cgroup,
 		Limits:      lim,
 		NoSwap:      m.noSwap,
+		BootCPUs:    boot,
 	})
 	if err != nil {
 		derr := s.Destroy(context.Background())

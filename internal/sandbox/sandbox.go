@@ -46,6 +46,9 @@ type Sandbox struct {
 	bundle string // bundle directory, removed by Destroy
 	cgroup string // cgroupsPath of the spec
 	noSwap bool   // the spec caps memory+swap at the memory limit
+	// cpuPending: the cgroup's CPU quota is still the one the sandbox
+	// booted with (SpecOptions.BootCPUs), above Limits.CPUs.
+	cpuPending bool
 	// native is the rootfs tree when the sandbox is a native process
 	// without gVisor (Manager.UseUnsafeNative, native.go); "" for gVisor.
 	native string
@@ -231,6 +234,14 @@ func (s *Sandbox) Exchange(req *wire.Request, input io.Reader, spool wire.Spool)
 func (s *Sandbox) ExchangeWith(req *wire.Request, input io.Reader, spool wire.Spool, broker wire.Broker) (*wire.Response, error) {
 	if s.State() != StateRunning {
 		return nil, fmt.Errorf("sandbox %s: exchange in state %s", s.ID, s.State())
+	}
+	if s.cpuPending {
+		// Nothing but the agent has run yet: the request is the first
+		// thing from outside, and it goes only under the job's quota.
+		if err := lowerCPU(s.cgroup, s.Limits.CPUs); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNotDelivered, err)
+		}
+		s.cpuPending = false
 	}
 	werr := make(chan error, 1)
 	go func() {
@@ -425,7 +436,7 @@ func (s *Sandbox) Lower(lim Limits) error {
 	if err := lowerCgroup(s.cgroup, lim, s.noSwap); err != nil {
 		return err
 	}
-	s.Limits = lim
+	s.Limits, s.cpuPending = lim, false
 	return nil
 }
 

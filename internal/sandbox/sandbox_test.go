@@ -536,6 +536,70 @@ func TestPreparedAheadOfTheJob(t *testing.T) {
 	}
 }
 
+// A sandbox boots at sandbox.BootCPUs, so that runsc, its gofer and the
+// Sentry are not throttled while they start; the job's own quota is in the
+// cgroup before the request reaches the agent, and holds: two spinning
+// processes get no more than the job's half CPU.
+// Not parallel: it measures CPU.
+func TestJobRunsUnderItsCPUQuota(t *testing.T) {
+	m := testenv.Manager(t, sandbox.Config{})
+	lim := sandbox.Limits{CPUs: 0.5, Timeout: 30 * time.Second}
+	sb, err := m.Prepare(context.Background(), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quota := func() string {
+		q := cgroupValue(t, m, sb, "cpu/cpu.cfs_quota_us", "cpu.max")
+		return strings.Fields(q)[0]
+	}
+	if got, want := quota(), strconv.Itoa(sandbox.BootCPUs*100_000); got != want {
+		t.Errorf("quota of a created sandbox = %s, want %s (BootCPUs)", got, want)
+	}
+	spin := "timeout 4 sh -c 'while :; do :; done' & timeout 4 sh -c 'while :; do :; done' & wait"
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.RunIn(context.Background(), sb, shJob(spin, lim))
+		done <- err
+	}()
+	// The quota is lowered before the request is written, so by the time
+	// the spinners run it is the job's.
+	for q := quota(); q != "50000"; q = quota() {
+		select {
+		case <-done:
+			t.Fatalf("the job ran under quota %s, want 50000", q)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	time.Sleep(time.Second)
+	u0, t0 := cpuUsage(t, m, sb), time.Now()
+	time.Sleep(2 * time.Second)
+	used := (cpuUsage(t, m, sb) - u0).Seconds() / time.Since(t0).Seconds()
+	if used > 0.5*1.2 || used < 0.2 {
+		t.Errorf("two spinners used %.2f CPUs under a 0.5 CPU quota, want 0.2–0.6", used)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cpuUsage reads the CPU time sb's cgroup has used.
+func cpuUsage(t *testing.T, m *sandbox.Manager, sb *sandbox.Sandbox) time.Duration {
+	t.Helper()
+	if v := cgroupValue(t, m, sb, "cpuacct/cpuacct.usage", "cpu.stat"); !strings.HasPrefix(v, "usage_usec") {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(n)
+	} else {
+		n, err := strconv.ParseInt(strings.Fields(v)[1], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(n) * time.Microsecond
+	}
+}
+
 func TestRunscFailureIsSandboxFailure(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -26,6 +26,13 @@ type SpecOptions struct {
 	// at all. Only where the kernel accounts swap to cgroups
 	// (SwapAccounting); runsc fails to create a sandbox otherwise.
 	NoSwap bool
+	// BootCPUs, when above Limits.CPUs, is the CPU quota the sandbox is
+	// made with: runsc create (or restore), its gofer and its Sentry
+	// boot in the sandbox's cgroup, and their burst of CPU at a 1-CPU
+	// quota was throttled for a whole CFS period (80–120 ms of every
+	// cold sandbox). Its owner lowers the quota to Limits.CPUs before
+	// the first request reaches the agent (Sandbox.ExchangeWith).
+	BootCPUs float64
 }
 
 // AgentPath is where rootfs/build.sh installs the agent.
@@ -69,7 +76,7 @@ func BuildSpec(o SpecOptions) (*specs.Spec, error) {
 	}
 	l := o.Limits
 	period := uint64(100_000)
-	quota := int64(l.CPUs * float64(period))
+	quota := int64(max(l.CPUs, o.BootCPUs) * float64(period))
 	mem := l.MemoryBytes
 	memory := &specs.LinuxMemory{Limit: &mem}
 	if o.NoSwap {
