@@ -399,9 +399,10 @@ func poolSnapshot(ctx context.Context, url string) map[string]float64 {
 	return byLabel(scrape(ctx, url), "renderbox_pool_idle", "family", nil)
 }
 
-// waitPool polls the worker's metrics until every family's pool holds the
-// operator's size (renderbox_pool_size; one sandbox if that is not
-// exported), or holds at least one and has not changed for 30 s (a
+// waitPool polls the worker's metrics until every family's pool holds what
+// it keeps now (renderbox_pool_target, which grows with demand; the
+// operator's renderbox_pool_size from a worker without it; one sandbox if
+// neither is exported), or holds at least one and has not changed for 30 s (a
 // memory budget can keep a pool below its size), or d passes (then it
 // says so and goes on: the line records what the pool held). When the
 // worker exposes no pool metric it waits fallback instead. It returns the
@@ -424,7 +425,10 @@ func waitPool(ctx context.Context, url string, d, fallback time.Duration) map[st
 		if !maps.Equal(idle, last) {
 			last, changed = idle, time.Now()
 		}
-		size := byLabel(ss, "renderbox_pool_size", "family", nil)
+		size := byLabel(ss, "renderbox_pool_target", "family", nil)
+		if size == nil {
+			size = byLabel(ss, "renderbox_pool_size", "family", nil)
+		}
 		full, some := true, true
 		for fam, v := range idle {
 			want, ok := size[fam]
