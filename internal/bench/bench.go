@@ -114,8 +114,20 @@ func run(ctx context.Context, o opts) error {
 	n, heavyN, tree, runsc := o.n, o.heavyN, o.tree, o.runsc
 	state := fmt.Sprintf("/run/renderbox-bench-%d", os.Getpid())
 	defer func() { _ = sandbox.RemoveStateDir(state) }()
+	// The root the worker mounts: the tree's EROFS image, verified as the
+	// worker's start-up checks verify it, or the tree through the gofer
+	// when it has none. The direct lines used to take the gofer always,
+	// a root the worker only runs with -no-rootfs-image.
+	mf, err := rootfs.ReadManifest(tree)
+	if err != nil {
+		return err
+	}
+	image, _, err := rootfs.VerifyImage(tree, mf)
+	if err != nil {
+		return err
+	}
 	m, err := sandbox.NewManager(sandbox.Config{
-		Runsc: runsc, Rootfs: rootfs.Dir(tree), StateDir: state,
+		Runsc: runsc, Rootfs: rootfs.Dir(tree), RootfsImage: image, StateDir: state,
 		CgroupParent: fmt.Sprintf("renderbox-bench-%d", os.Getpid()),
 		Logger:       slog.New(slog.DiscardHandler),
 	})
@@ -141,7 +153,7 @@ func run(ctx context.Context, o opts) error {
 		return err
 	}
 	if err := out.Encode(map[string]any{"time": stamp, "bench": "host", "cores": host.Cores,
-		"syscall_ns": host.SyscallNs, "thread_round_trip_us": host.SwitchUs}); err != nil {
+		"syscall_ns": host.SyscallNs, "thread_round_trip_us": host.SwitchUs, "rootfs_image": image != ""}); err != nil {
 		return err
 	}
 
