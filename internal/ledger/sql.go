@@ -29,6 +29,8 @@ type sqlStore struct {
 	// group gathers concurrent CreateJobs into one transaction (SQLite:
 	// groupcommit.go); nil inserts each in its own.
 	group *groupCommit
+	// stmts are the hot queries, prepared once per connection.
+	stmts stmtCache
 }
 
 // dialect is what one database does its own way.
@@ -114,10 +116,11 @@ func (s *sqlStore) Ping(ctx context.Context) error {
 
 // close closes the pools.
 func (s *sqlStore) close() error {
+	serr := s.stmts.close()
 	if s.r == s.w {
-		return s.w.Close()
+		return errors.Join(serr, s.w.Close())
 	}
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(serr, s.r.Close(), s.w.Close())
 }
 
 // write runs fn in a transaction on the writer and commits it when fn

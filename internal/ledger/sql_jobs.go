@@ -90,13 +90,21 @@ func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 	j.State, j.ErrorCode, j.ErrorMessage, j.Attempts = jobstate.Queued, "", "", 0
 	j.StartedAt, j.FinishedAt, j.Outputs = time.Time{}, time.Time{}, nil
 
+	// Prepared before the transaction: preparing takes a connection, and
+	// SQLite's one writer connection is the transaction's.
+	stmt, err := s.stmts.get(ctx, s.w, insertJobSQL)
+	if err != nil {
+		return Job{}, false, fmt.Errorf("create job: %w", err)
+	}
+	insert := func(ctx context.Context, tx *sql.Tx, j Job) (Job, bool, error) {
+		return insertJob(ctx, tx, tx.StmtContext(ctx, stmt), j)
+	}
 	var created bool
-	var err error
 	if s.group != nil {
-		j, created, err = s.group.insert(ctx, s.w, j, insertJob)
+		j, created, err = s.group.insert(ctx, s.w, j, insert)
 	} else {
 		err = s.write(ctx, func(tx *sql.Tx) error {
-			j, created, err = insertJob(ctx, tx, j)
+			j, created, err = insert(ctx, tx, j)
 			return err
 		})
 	}
@@ -112,20 +120,15 @@ func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 	}
 }
 
-// insertJob inserts j in tx, or, when its owner already sent its
-// idempotency key, returns that job with created false.
-func insertJob(ctx context.Context, tx *sql.Tx, j Job) (Job, bool, error) {
+// insertJob inserts j in tx with ins (insertJobSQL, prepared for tx), or,
+// when its owner already sent its idempotency key, returns that job with
+// created false.
+func insertJob(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, j Job) (Job, bool, error) {
 	diag := "{}"
 	if len(j.Diagnostics) > 0 {
 		diag = string(j.Diagnostics)
 	}
-	// DO NOTHING covers only the (owner, idempotency_key) constraint; a
-	// duplicate id still fails, as it should.
-	res, err := tx.ExecContext(ctx, `INSERT INTO jobs
-		(id, owner, renderer, options, input_sha256, input_size, callback_url,
-		 idempotency_key, state, attempts, created_at, outputs, limits, input_type, output_name, request_id, diagnostics, trace_parent, secrets_digest)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, '[]', $11, $12, $13, $14, $15, $16, $17)
-		ON CONFLICT (owner, idempotency_key) DO NOTHING`,
+	res, err := ins.ExecContext(ctx,
 		j.ID, j.Owner, j.Renderer, string(j.Options), j.InputSHA256, j.InputSize, j.CallbackURL,
 		nullString(j.IdempotencyKey), string(jobstate.Queued), toNanos(j.CreatedAt), string(j.Limits), j.InputType, j.OutputName, j.RequestID,
 		storedText(diag), j.TraceParent, j.SecretsDigest)
@@ -141,6 +144,14 @@ func insertJob(ctx context.Context, tx *sql.Tx, j Job) (Job, bool, error) {
 		j.Owner, j.IdempotencyKey))
 	return j, false, err
 }
+
+// insertJobSQL inserts a queued job. DO NOTHING covers only the (owner,
+// idempotency_key) constraint; a duplicate id still fails, as it should.
+const insertJobSQL = `INSERT INTO jobs
+		(id, owner, renderer, options, input_sha256, input_size, callback_url,
+		 idempotency_key, state, attempts, created_at, outputs, limits, input_type, output_name, request_id, diagnostics, trace_parent, secrets_digest)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, '[]', $11, $12, $13, $14, $15, $16, $17)
+		ON CONFLICT (owner, idempotency_key) DO NOTHING`
 
 // GetJob returns owner's job id. Another key's job is ErrNotFound.
 func (s *sqlStore) GetJob(ctx context.Context, owner, id string) (Job, error) {

@@ -84,9 +84,10 @@ func (s *sqlStore) Authenticate(ctx context.Context, secret string) (Key, error)
 		created int64
 		revoked sql.NullInt64
 	)
-	err := s.r.QueryRowContext(ctx,
-		"SELECT id, name, secret_sha256, created_at, revoked_at, admin FROM api_keys WHERE id = $1",
-		keyIDPrefix+idHex).Scan(&k.ID, &k.Name, &stored, &created, &revoked, &k.Admin)
+	st, err := s.stmts.get(ctx, s.r, "SELECT id, name, secret_sha256, created_at, revoked_at, admin FROM api_keys WHERE id = $1")
+	if err == nil {
+		err = st.QueryRowContext(ctx, keyIDPrefix+idHex).Scan(&k.ID, &k.Name, &stored, &created, &revoked, &k.Admin)
+	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		// Compare anyway so an unknown id costs what a wrong secret does.
