@@ -135,11 +135,12 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 	if o.storage != storageRedis && o.storage != storageS3 {
 		return nil, fmt.Errorf("served: -storage %q: use redis or s3 (the stack's -blobs)", o.storage)
 	}
-	pool := func(fallback time.Duration) map[string]float64 {
+	// pool waits for the pool to hold want (nil: what it keeps now).
+	pool := func(fallback time.Duration, want map[string]float64) map[string]float64 {
 		if o.mode == modeCold {
 			return poolSnapshot(ctx, o.metrics)
 		}
-		return waitPool(ctx, o.metrics, o.poolWait, fallback)
+		return waitPool(ctx, o.metrics, o.poolWait, fallback, want)
 	}
 	// The first wait also covers a pool that is still filling after the
 	// worker started; without the metric it is a fixed pause.
@@ -167,11 +168,11 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 			}
 			return err == nil
 		}
-		pool(fallback)
+		pool(fallback, nil)
 		fallback = 0
 		try() // warm-up
 
-		idle := pool(0)
+		idle := pool(0, nil)
 		modes0 := jobModes(ctx, o.metrics, r)
 		m0 := scrape(ctx, o.metrics)
 		var serial []time.Duration
@@ -185,7 +186,7 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 		// the job, so they are all in by now.
 		split := serialSplit(m0, scrape(ctx, o.metrics), r, serial)
 
-		pool(0)
+		before := pool(0, nil)
 		cpu0, steal0, err := hostCPU()
 		if err != nil {
 			return nil, err
@@ -201,7 +202,11 @@ func benchServed(ctx context.Context, out *json.Encoder, stamp string, api *apiC
 		})
 		elapsed := time.Since(t0)
 		window := "throughput"
-		if o.mode != modeCold && pool(0) != nil {
+		// Until the pool holds again what it held as the window began:
+		// the refills of the sandboxes the jobs took, not the growth
+		// their burst caused (a grown pool's extra sandboxes are not
+		// these jobs' cost).
+		if o.mode != modeCold && pool(0, before) != nil {
 			window = "throughput+refill"
 		}
 		cpu1, steal1, err := hostCPU()
@@ -402,12 +407,12 @@ func poolSnapshot(ctx context.Context, url string) map[string]float64 {
 // waitPool polls the worker's metrics until every family's pool holds what
 // it keeps now (renderbox_pool_target, which grows with demand; the
 // operator's renderbox_pool_size from a worker without it; one sandbox if
-// neither is exported), or holds at least one and has not changed for 30 s (a
+// neither is exported; want instead when not nil), or holds at least one and has not changed for 30 s (a
 // memory budget can keep a pool below its size), or d passes (then it
 // says so and goes on: the line records what the pool held). When the
 // worker exposes no pool metric it waits fallback instead. It returns the
 // last idle counts.
-func waitPool(ctx context.Context, url string, d, fallback time.Duration) map[string]float64 {
+func waitPool(ctx context.Context, url string, d, fallback time.Duration, want map[string]float64) map[string]float64 {
 	const stall = 30 * time.Second
 	deadline := time.Now().Add(d)
 	var last map[string]float64
@@ -425,7 +430,10 @@ func waitPool(ctx context.Context, url string, d, fallback time.Duration) map[st
 		if !maps.Equal(idle, last) {
 			last, changed = idle, time.Now()
 		}
-		size := byLabel(ss, "renderbox_pool_target", "family", nil)
+		size := want
+		if size == nil {
+			size = byLabel(ss, "renderbox_pool_target", "family", nil)
+		}
 		if size == nil {
 			size = byLabel(ss, "renderbox_pool_size", "family", nil)
 		}
