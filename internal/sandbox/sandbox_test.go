@@ -585,19 +585,16 @@ func TestJobRunsUnderItsCPUQuota(t *testing.T) {
 // cpuUsage reads the CPU time sb's cgroup has used.
 func cpuUsage(t *testing.T, m *sandbox.Manager, sb *sandbox.Sandbox) time.Duration {
 	t.Helper()
-	if v := cgroupValue(t, m, sb, "cpuacct/cpuacct.usage", "cpu.stat"); !strings.HasPrefix(v, "usage_usec") {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return time.Duration(n)
-	} else {
-		n, err := strconv.ParseInt(strings.Fields(v)[1], 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return time.Duration(n) * time.Microsecond
+	// v1: cpuacct.usage in ns; v2: cpu.stat, "usage_usec N" first.
+	v, unit := cgroupValue(t, m, sb, "cpuacct/cpuacct.usage", "cpu.stat"), time.Nanosecond
+	if f := strings.Fields(v); len(f) > 1 && f[0] == "usage_usec" {
+		v, unit = f[1], time.Microsecond
 	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(n) * unit
 }
 
 func TestRunscFailureIsSandboxFailure(t *testing.T) {
