@@ -36,7 +36,9 @@ go test -race -count=1 -p 1 -timeout 45m "${pkgs[@]}"
 # of binaries it builds (without -race, as they ship), and under -race its
 # contract-validated requests were four times slower (200 submissions in
 # 40 s instead of 12 s) for no race it could find in renderbox itself.
-go test -count=1 -timeout 45m ./internal/e2e
+# -parallel 8: its tests that mostly wait (t.Parallel, the package's doc)
+# run all at once after the serial ones, not two at a time (GOMAXPROCS).
+go test -count=1 -parallel 8 -timeout 45m ./internal/e2e
 # The built rootfs's export and import round trip, without -race (its
 # file's build tag; a minute instead of eleven under the race detector).
 go test -count=1 -run '^TestExportImportBuiltTree$' -timeout 10m ./internal/rootfs

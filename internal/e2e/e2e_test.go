@@ -366,6 +366,7 @@ func TestJobsEndToEnd(t *testing.T) {
 }
 
 func TestSIGTERMMidJobEndsExactlyOnce(t *testing.T) {
+	t.Parallel() // mostly a ten-second page and a drain (package doc)
 	s := newStack(t, stackOpts{workerArgs: []string{"-shutdown-timeout", "1s"}})
 	c := s.client
 	key := s.key("erin")
@@ -443,6 +444,7 @@ func tail(b []byte) string {
 }
 
 func TestFailingRunscIsRetriedThenFails(t *testing.T) {
+	t.Parallel() // mostly retry back-off (package doc)
 	// A runsc that works until told to fail every `start`: the worker
 	// passes its checks, then each attempt is a sandbox_failure.
 	dir := t.TempDir()
@@ -483,10 +485,7 @@ exec %q "$@"
 }
 
 func TestKilledWorkersJobIsFinishedByItsSuccessor(t *testing.T) {
-	// Parallel: it runs after the package's serial tests, beside the
-	// other long ones that mostly wait (leases, retention, a fleet), each
-	// on its own Redis, state dir and cgroup parent.
-	t.Parallel()
+	t.Parallel() // mostly waiting (package doc)
 	s := newStack(t, stackOpts{})
 	c := s.client
 	key := s.key("ivan")

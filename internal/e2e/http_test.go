@@ -215,6 +215,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 // served: past them, 429 too_many_requests with Retry-After, while other
 // keys (under the global cap) and the health probes go on.
 func TestRequestsInFlightAreCapped(t *testing.T) {
+	t.Parallel() // mostly held ?wait= requests (package doc)
 	s := newStack(t, stackOpts{noWorker: true, apiArgs: []string{"-max-in-flight", "4", "-max-in-flight-per-key", "2"}})
 	c := s.client
 	alice, bob, carol := s.key("alice"), s.key("bob"), s.key("carol")

@@ -234,10 +234,7 @@ func asynqInfo(s *stack) (*asynq.QueueInfo, error) {
 // record, completed or archived (a failure, with its owner, options and
 // error) alike.
 func TestRetentionDeletesFinishedJobs(t *testing.T) {
-	// Parallel: it runs after the package's serial tests, beside the
-	// other long ones that mostly wait (leases, retention, a fleet), each
-	// on its own Redis, state dir and cgroup parent.
-	t.Parallel()
+	t.Parallel() // mostly waiting (package doc)
 	const retention = time.Minute
 	s := newStack(t, stackOpts{apiArgs: []string{"-retention", retention.String()}})
 	c := s.client

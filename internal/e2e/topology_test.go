@@ -51,6 +51,9 @@ type privateNet struct {
 	n      int // hosts joined so far
 }
 
+// privateNets counts the private networks this test process made.
+var privateNets atomic.Int32
+
 func newPrivateNet(t *testing.T) *privateNet {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -61,9 +64,10 @@ func newPrivateNet(t *testing.T) *privateNet {
 			t.Fatalf("%s is missing; install it with: apt-get install -y iproute2 util-linux (or: make setup)", bin)
 		}
 	}
-	// One subnet per test process, so that two runs on one host (two
-	// checkouts) do not meet; 10.213/16 is otherwise unused here.
-	id := os.Getpid()%250 + 1
+	// One subnet per test, so that the two topology tests (parallel) and
+	// two runs on one host (two checkouts) do not meet; 10.213/16 is
+	// otherwise unused here.
+	id := (os.Getpid()+int(privateNets.Add(1))-1)%250 + 1
 	n := &privateNet{t: t, id: id, bridge: fmt.Sprintf("rbxbr%d", id),
 		host: fmt.Sprintf("10.213.%d.1", id), cidr: fmt.Sprintf("10.213.%d.0/24", id)}
 	_ = exec.Command("ip", "link", "del", n.bridge).Run() // a killed earlier run's
@@ -142,10 +146,7 @@ func (h *fleetHost) finished() map[string]int {
 }
 
 func TestTopology(t *testing.T) {
-	// Parallel: it runs after the package's serial tests, beside the
-	// other long ones that mostly wait (leases, retention, a fleet), each
-	// on its own Redis, state dir and cgroup parent.
-	t.Parallel()
+	t.Parallel() // a fleet, mostly waiting on its hosts (package doc)
 	topology(t, *topologyJobs, false)
 }
 
