@@ -366,7 +366,6 @@ func TestJobsEndToEnd(t *testing.T) {
 }
 
 func TestSIGTERMMidJobEndsExactlyOnce(t *testing.T) {
-	t.Parallel() // mostly a ten-second page and a drain (package doc)
 	s := newStack(t, stackOpts{workerArgs: []string{"-shutdown-timeout", "1s"}})
 	c := s.client
 	key := s.key("erin")
@@ -444,7 +443,6 @@ func tail(b []byte) string {
 }
 
 func TestFailingRunscIsRetriedThenFails(t *testing.T) {
-	t.Parallel() // mostly retry back-off (package doc)
 	// A runsc that works until told to fail every `start`: the worker
 	// passes its checks, then each attempt is a sandbox_failure.
 	dir := t.TempDir()
