@@ -329,6 +329,7 @@ func topology(t *testing.T, n int, objectStore bool) {
 		}
 	}
 	eventsSettledIn(t, rs)
+	tasksSettledIn(t, rs)
 	checkRedisBounded(t, rs, retention)
 	if objectStore {
 		var needles [][]byte
@@ -440,6 +441,35 @@ func checkFleetWebhooks(t *testing.T, apis []*fleetHost, rcv *hookReceiver, jobs
 // the completed set (scored by when it expires) or the archived one
 // (scored by when it was archived; the API's janitor deletes it a
 // retention later).
+// tasksSettledIn waits until asynq holds no task still to run: none
+// pending, active, waiting to retry or scheduled. A worker killed between
+// reporting a job's result and asynq hearing of it (while the sandbox is
+// torn down) leaves the job's task active: asynq takes it back once its
+// lease has expired, on its recoverer's next round (a minute apart), to
+// retry it, and the worker that gets it sees the job ended and completes
+// it (internal/worker, ProcessTask). The ledger has the result long
+// before.
+func tasksSettledIn(t *testing.T, rs *testenv.RedisServer) {
+	t.Helper()
+	rdb := redis.NewClient(rs.Options())
+	defer rdb.Close()
+	const prefix = "asynq:{" + queue.QueueName + "}:"
+	ctx := context.Background()
+	waitFor(t, "asynq to take back and complete the tasks a killed worker left active (its lease, then its recoverer's minute)", 3*time.Minute, func() bool {
+		p := rdb.Pipeline()
+		counts := []*redis.IntCmd{p.LLen(ctx, prefix+"pending"), p.LLen(ctx, prefix+"active"), p.ZCard(ctx, prefix+"retry"), p.ZCard(ctx, prefix+"scheduled")}
+		if _, err := p.Exec(ctx); err != nil {
+			return false
+		}
+		for _, c := range counts {
+			if c.Val() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func checkRedisBounded(t *testing.T, rs *testenv.RedisServer, retention time.Duration) {
 	t.Helper()
 	rdb := redis.NewClient(rs.Options())
