@@ -21,6 +21,7 @@ import (
 
 	"github.com/renderbox/renderbox/internal/queue"
 	"github.com/renderbox/renderbox/internal/samples"
+	"github.com/renderbox/renderbox/internal/testenv"
 )
 
 // paddedSVG is a valid SVG of about n bytes.
@@ -214,7 +215,7 @@ func TestFairDequeueAcrossKeys(t *testing.T) {
 	if ahead > concurrency {
 		t.Errorf("%d of A's jobs started between B's submission and B's start, want at most %d (one per worker slot)", ahead, concurrency)
 	}
-	qi, err := asynqInfo(s)
+	qi, err := asynqInfo(s.redisSrv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +224,10 @@ func TestFairDequeueAcrossKeys(t *testing.T) {
 	}
 }
 
-func asynqInfo(s *stack) (*asynq.QueueInfo, error) {
-	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: s.redis})
+// asynqInfo is asynq's own account of the queue on rs.
+func asynqInfo(rs *testenv.RedisServer) (*asynq.QueueInfo, error) {
+	o := rs.Options()
+	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: o.Addr, Password: o.Password, TLSConfig: o.TLSConfig})
 	defer insp.Close()
 	return insp.GetQueueInfo(queue.QueueName)
 }

@@ -434,13 +434,6 @@ func checkFleetWebhooks(t *testing.T, apis []*fleetHost, rcv *hookReceiver, jobs
 	}
 }
 
-// checkRedisBounded checks that Redis holds nothing that outlives the
-// retention. A key either expires within it, or is one of asynq's and
-// renderbox's own structures (bounded by the fleet, not by the jobs),
-// or is a finished task's record, which lives as long as its entry in
-// the completed set (scored by when it expires) or the archived one
-// (scored by when it was archived; the API's janitor deletes it a
-// retention later).
 // tasksSettledIn waits until asynq holds no task still to run: none
 // pending, active, waiting to retry or scheduled. A worker killed between
 // reporting a job's result and asynq hearing of it (while the sandbox is
@@ -451,25 +444,19 @@ func checkFleetWebhooks(t *testing.T, apis []*fleetHost, rcv *hookReceiver, jobs
 // before.
 func tasksSettledIn(t *testing.T, rs *testenv.RedisServer) {
 	t.Helper()
-	rdb := redis.NewClient(rs.Options())
-	defer rdb.Close()
-	const prefix = "asynq:{" + queue.QueueName + "}:"
-	ctx := context.Background()
 	waitFor(t, "asynq to take back and complete the tasks a killed worker left active (its lease, then its recoverer's minute)", 3*time.Minute, func() bool {
-		p := rdb.Pipeline()
-		counts := []*redis.IntCmd{p.LLen(ctx, prefix+"pending"), p.LLen(ctx, prefix+"active"), p.ZCard(ctx, prefix+"retry"), p.ZCard(ctx, prefix+"scheduled")}
-		if _, err := p.Exec(ctx); err != nil {
-			return false
-		}
-		for _, c := range counts {
-			if c.Val() != 0 {
-				return false
-			}
-		}
-		return true
+		qi, err := asynqInfo(rs)
+		return err == nil && qi.Pending+qi.Active+qi.Retry+qi.Scheduled == 0
 	})
 }
 
+// checkRedisBounded checks that Redis holds nothing that outlives the
+// retention. A key either expires within it, or is one of asynq's and
+// renderbox's own structures (bounded by the fleet, not by the jobs),
+// or is a finished task's record, which lives as long as its entry in
+// the completed set (scored by when it expires) or the archived one
+// (scored by when it was archived; the API's janitor deletes it a
+// retention later).
 func checkRedisBounded(t *testing.T, rs *testenv.RedisServer, retention time.Duration) {
 	t.Helper()
 	rdb := redis.NewClient(rs.Options())
