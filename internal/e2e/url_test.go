@@ -9,6 +9,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -310,22 +311,25 @@ func TestURLPageEndToEnd(t *testing.T) {
 		if j.State != "succeeded" {
 			t.Fatalf("job %s %+v", j.State, j.Error)
 		}
-		// The page uses each asset three times and its iframe once more:
-		// one request per document, each reaching the origin through the
-		// host (no cache answers one: fetch.Record.FromCache).
-		if dc, dp := hits("/style.css")-css, hits("/green.png")-png; dc != 2 || dp != 2 {
-			t.Errorf("the origin served the stylesheet %d and the image %d times, want twice each (once a document)", dc, dp)
+		// The page uses each asset three times and its iframe once more.
+		// Every request Chromium makes reaches the origin through the host
+		// and is one record (no cache answers one: fetch.Record.FromCache),
+		// and each document asks at least once. Whether Chromium reuses a
+		// stylesheet within one document is its own timing: a second
+		// <link> parsed after the first response finished asks again.
+		dc, dp := hits("/style.css")-css, hits("/green.png")-png
+		if dc < 2 || dp < 2 {
+			t.Errorf("the origin served the stylesheet %d and the image %d times, want at least twice each (once a document)", dc, dp)
 		}
-		var listed []string
+		listed := map[string]int{}
 		for _, f := range j.Diagnostics.Fetched {
-			listed = append(listed, f.URL[len(base):])
+			listed[f.URL[len(base):]]++
 			if f.FromCache == nil || *f.FromCache {
 				t.Errorf("a record says from_cache %v, want false: %+v", f.FromCache, f)
 			}
 		}
-		slices.Sort(listed)
-		if want := []string{"/green.png", "/green.png", "/style.css", "/style.css", "/twice-frame.html", "/twice.html"}; !slices.Equal(listed, want) {
-			t.Errorf("fetched %v, want %v", listed, want)
+		if want := map[string]int{"/style.css": dc, "/green.png": dp, "/twice.html": 1, "/twice-frame.html": 1}; !maps.Equal(listed, want) {
+			t.Errorf("fetched %v, want one record per request the origin served: %v", listed, want)
 		}
 	})
 

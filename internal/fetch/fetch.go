@@ -188,10 +188,11 @@ type Record struct {
 	// reader need not guess: the host keeps no cache, and its answers to
 	// a page tell Chromium to store none of them (Cache-Control:
 	// no-store), so every request a URL page makes reaches the host and is
-	// a record here. A resource a page uses twice in one document is one
-	// request (Chromium reuses it without asking anyone); in another
-	// document (an iframe) it is asked for again (TestURLPageEndToEnd,
-	// "nothing is answered from a cache").
+	// a record here. A resource a page uses twice in one document is
+	// mostly one request (Chromium reuses one still loading, and asks
+	// again when the first answer had already finished); another document
+	// (an iframe) asks for it again (TestURLPageEndToEnd, "nothing is
+	// answered from a cache").
 	FromCache bool `json:"from_cache"`
 }
 
