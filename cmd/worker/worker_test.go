@@ -66,7 +66,7 @@ func TestCheckPassesOnAGoodHost(t *testing.T) {
 	}
 	// "no swap": each sandbox's cgroup, read on the host, allows no swap
 	// past its memory limit (a pooled one's lowered to its job's).
-	for _, want := range []string{"PASS  runsc version", "PASS  swap ", "PASS  rootfs digest", "PASS  gVisor kernel", "PASS  no route to the host",
+	for _, want := range []string{"PASS  runsc version", "PASS  swap ", "PASS  rootfs manifest", "PASS  rootfs image", "PASS  gVisor kernel", "PASS  no route to the host",
 		"PASS  no swap  ", "PASS  no swap (prebooted)", "PASS  no swap (restored)", "worker: ready"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -101,19 +101,18 @@ func TestRefusesToStartWithAnOldRunsc(t *testing.T) {
 	}
 }
 
-func TestRefusesToStartWithATamperedRootfs(t *testing.T) {
-	t.Parallel()
-	tree := t.TempDir()
-	root := rootfs.Dir(tree)
+// tinyTree is a tree in a temporary directory holding the built tree's
+// agent and files (0755 each), not yet sealed.
+func tinyTree(t *testing.T, files map[string][]byte) (tree, root string) {
+	t.Helper()
+	tree = t.TempDir()
+	root = rootfs.Dir(tree)
 	agent, err := os.ReadFile(filepath.Join(testenv.RootfsDir(t), rootfs.AgentPath))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for path, data := range map[string][]byte{
-		rootfs.AgentPath:       agent,
-		"usr/bin/pdftoppm":     []byte("renderer"),
-		"etc/fonts/fonts.conf": []byte("<fontconfig/>"),
-	} {
+	files[rootfs.AgentPath] = agent
+	for path, data := range files {
 		p := filepath.Join(root, path)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -122,6 +121,12 @@ func TestRefusesToStartWithATamperedRootfs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return tree, root
+}
+
+func TestRefusesToStartWithATamperedRootfs(t *testing.T) {
+	t.Parallel()
+	tree, root := tinyTree(t, map[string][]byte{"usr/bin/pdftoppm": []byte("renderer"), "etc/fonts/fonts.conf": []byte("<fontconfig/>")})
 	if _, err := rootfs.Seal(tree, "test", nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -152,22 +157,49 @@ func TestRefusesToStartWithATamperedRootfs(t *testing.T) {
 	}
 }
 
+// With the rootfs image the sandboxes read the image, checked against the
+// manifest, and of the tree only the mask file: a changed file elsewhere
+// in the tree is no refusal there (it is without the image), a changed
+// mask file is.
+func TestImageModeChecksTheImageAndTheMaskFile(t *testing.T) {
+	t.Parallel()
+	tree, root := tinyTree(t, map[string][]byte{"usr/bin/pdftoppm": []byte("renderer"), strings.TrimPrefix(sandbox.MaskFile, "/"): nil})
+	if err := os.Chmod(filepath.Join(root, sandbox.MaskFile), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	m, err := rootfs.Seal(tree, "test", nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rootfs.MakeImage(tree, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "usr/bin/pdftoppm"), []byte("backdoor"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// (The tiny tree then fails its self-test: not what this is about.)
+	out, _ := worker(t, append([]string{"check", "-rootfs", tree}, isolated(t)...)...)
+	if !strings.Contains(out, "PASS  rootfs manifest") || !strings.Contains(out, "PASS  rootfs image") || strings.Contains(out, "FAIL  rootfs") {
+		t.Errorf("with the image, a tree file no sandbox opens was checked:\n%s", out)
+	}
+	out, _ = worker(t, append([]string{"check", "-rootfs", tree, "-no-rootfs-image"}, isolated(t)...)...)
+	if !strings.Contains(out, "FAIL  rootfs digest") || !strings.Contains(out, "does not match its manifest") {
+		t.Errorf("without the image, the changed tree was not refused:\n%s", out)
+	}
+	if err := os.Chmod(filepath.Join(root, sandbox.MaskFile), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	out, err = worker(t, append([]string{"check", "-rootfs", tree}, isolated(t)...)...)
+	if err == nil || !strings.Contains(out, "FAIL  rootfs manifest") || !strings.Contains(out, "the mask file") {
+		t.Errorf("a writable mask file was not refused:\n%s", out)
+	}
+}
+
 // A rootfs whose packages are over a week old is named at start; past the
 // operator's -rootfs-max-age the worker refuses it.
 func TestOldRootfsIsWarnedThenRefused(t *testing.T) {
 	t.Parallel()
-	tree := t.TempDir()
-	agent, err := os.ReadFile(filepath.Join(testenv.RootfsDir(t), rootfs.AgentPath))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(rootfs.Dir(tree), rootfs.AgentPath)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, agent, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	tree, _ := tinyTree(t, map[string][]byte{})
 	if _, err := rootfs.Seal(tree, "test", nil, time.Now().Add(-10*24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +208,7 @@ func TestOldRootfsIsWarnedThenRefused(t *testing.T) {
 	if !strings.Contains(out, "WARN  rootfs age") || !strings.Contains(out, "10.0 days ago") {
 		t.Errorf("no warning for a 10-day-old rootfs:\n%s", out)
 	}
-	out, err = worker(t, append([]string{"check", "-rootfs", tree, "-rootfs-max-age", "168h"}, isolated(t)...)...)
+	out, err := worker(t, append([]string{"check", "-rootfs", tree, "-rootfs-max-age", "168h"}, isolated(t)...)...)
 	if err == nil || !strings.Contains(out, "FAIL  rootfs age") || strings.Contains(out, "self-test") {
 		t.Errorf("a 10-day-old rootfs past -rootfs-max-age 168h: %v\n%s", err, out)
 	}

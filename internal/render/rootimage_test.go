@@ -49,4 +49,25 @@ cat /usr/share/renderbox/markdown-style.html > /tmp/out/file.txt`
 			}
 		})
 	}
+	// With the image, nothing of the root comes from the tree (which the
+	// worker therefore does not digest at its start, only the mask file:
+	// hostcheck's checkRootfs): over a decoy tree holding only a
+	// placeholder agent, the mask file and a changed file, the sandbox
+	// runs the image's agent and reads the image's file.
+	t.Run("image over a decoy tree", func(t *testing.T) {
+		decoy := t.TempDir()
+		for name, data := range map[string]string{strings.TrimPrefix(sandbox.AgentPath, "/"): "not the agent", "usr/share/renderbox/markdown-style.html": "decoy",
+			strings.TrimPrefix(sandbox.MaskFile, "/"): ""} {
+			if err := os.MkdirAll(filepath.Join(decoy, filepath.Dir(name)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(decoy, name), []byte(data), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := testenv.Manager(t, sandbox.Config{Rootfs: decoy, RootfsImage: testenv.RootfsImage(t)})
+		if got := shellFiles(t, m, probe, 0)["file.txt"]; got != string(want) {
+			t.Errorf("a file of the root reads %q (%d bytes), want the image's %d bytes", got[:min(len(got), 40)], len(got), len(want))
+		}
+	})
 }

@@ -2,7 +2,11 @@ package sandbox
 
 import (
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -59,6 +63,32 @@ var agentCaps = []string{"CAP_KILL", "CAP_SETGID", "CAP_SETUID"}
 // read-only over what a sandbox must not have (/dev/fuse, which gVisor's
 // /dev always lists and a spec cannot remove).
 const MaskFile = "/usr/share/renderbox/masked"
+
+// CheckMaskFile checks rootfs's MaskFile as rootfs/build.sh installs it:
+// an empty regular file, 0444 and root's, under directories (no symlink)
+// that are root's and that no one else may write. With the rootfs image
+// it is the one file of the tree a sandbox opens (its gofer, for the
+// mount), so the worker checks it where it does not digest the tree.
+func CheckMaskFile(rootfs string) error {
+	p := rootfs
+	for _, name := range strings.Split(strings.TrimPrefix(MaskFile, "/"), "/") {
+		p = filepath.Join(p, name)
+		st, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("the mask file: %w", err)
+		}
+		sys, _ := st.Sys().(*syscall.Stat_t)
+		switch mode := st.Mode(); {
+		case sys == nil || sys.Uid != 0 || sys.Gid != 0:
+			return fmt.Errorf("the mask file: %s is not root's", p)
+		case p != filepath.Join(rootfs, MaskFile) && (!mode.IsDir() || mode.Perm()&0o022 != 0):
+			return fmt.Errorf("the mask file: %s is %s, want a directory only root may write", p, mode)
+		case p == filepath.Join(rootfs, MaskFile) && (!mode.IsRegular() || mode&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0o444 || st.Size() != 0):
+			return fmt.Errorf("the mask file: %s is %s of %d bytes, want an empty -r--r--r-- file (make rootfs installs it)", p, mode, st.Size())
+		}
+	}
+	return nil
+}
 
 // sandboxOOMScoreAdj makes the host's OOM killer pick a sandbox (its
 // Sentry and gofer) before the worker, the API or Redis.

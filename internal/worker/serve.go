@@ -144,7 +144,9 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	defer traces.Close(log)
 	// The checks (and the state dir's lock) before Redis is dialed: a
 	// second worker on a state dir refuses without touching the queue.
-	m, facts, err := hostcheck.Preflight(ctx, c.Host(log), hostcheck.Log(log), fams != nil, true /* serving */)
+	hc := c.Host(log)
+	hc.Native = s.UnsafeNativeBench
+	m, facts, err := hostcheck.Preflight(ctx, hc, hostcheck.Log(log), fams != nil, true /* serving */)
 	if err != nil {
 		return err
 	}
