@@ -442,23 +442,29 @@ func tail(b []byte) string {
 	return string(b)
 }
 
-func TestFailingRunscIsRetriedThenFails(t *testing.T) {
-	// A runsc that works until told to fail every `start`: the worker
-	// passes its checks, then each attempt is a sandbox_failure.
-	dir := t.TempDir()
-	marker := filepath.Join(dir, "fail-start")
-	real := testenv.Runsc(t)
-	wrapper := filepath.Join(dir, "runsc")
+// runscWrapper is a runsc that runs the real one, but while marker exists
+// runs the shell command then instead of each runsc command given arg.
+func runscWrapper(t *testing.T, arg, marker, then string) string {
+	t.Helper()
+	wrapper := filepath.Join(t.TempDir(), "runsc")
 	script := fmt.Sprintf(`#!/bin/sh
 if [ "$1" = --version ]; then echo "runsc version release-20260905.0"; exit 0; fi
 for a in "$@"; do
-  if [ "$a" = start ] && [ -e %q ]; then echo "runsc: simulated start failure" >&2; exit 128; fi
+  if [ "$a" = %q ] && [ -e %q ]; then %s; fi
 done
 exec %q "$@"
-`, marker, real)
+`, arg, marker, then, testenv.Runsc(t))
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return wrapper
+}
+
+func TestFailingRunscIsRetriedThenFails(t *testing.T) {
+	// A runsc that works until told to fail every `start`: the worker
+	// passes its checks, then each attempt is a sandbox_failure.
+	marker := filepath.Join(t.TempDir(), "fail-start")
+	wrapper := runscWrapper(t, "start", marker, `echo "runsc: simulated start failure" >&2; exit 128`)
 	s := newStack(t, stackOpts{workerArgs: []string{"-runsc", wrapper}})
 	if err := os.WriteFile(marker, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -522,6 +528,55 @@ func TestKilledWorkersJobIsFinishedByItsSuccessor(t *testing.T) {
 		t.Errorf("the job changed after ending: %+v", again)
 	}
 	t.Logf("finished by the successor after %d attempts", j.Attempts)
+}
+
+// A worker killed after it reported a job's result but before asynq heard
+// (its sandbox's teardown held, which the handler waits for) leaves the
+// task active. Once its lease expires asynq hands the task to the
+// successor, which finds the job ended and completes the task without
+// running it again: the job keeps its one attempt and its output, and
+// asynq holds no task.
+func TestKilledBetweenResultAndAckIsNotRunAgain(t *testing.T) {
+	t.Parallel() // mostly waiting: asynq's lease, then its recoverer's minute
+	dir := t.TempDir()
+	hold, held := filepath.Join(dir, "hold"), filepath.Join(dir, "held")
+	wrapper := runscWrapper(t, "delete", hold, "echo $$ > "+held+"; exec sleep 600")
+	s := newStack(t, stackOpts{workerArgs: []string{"-runsc", wrapper}})
+	c, key := s.client, s.key("judy")
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, j := submitJSON(t, c, key, "svg-png", samples.SVG(20, 20, 0, 0, 5), nil, "?wait=60", nil)
+	if j.State != "succeeded" || j.Attempts != 1 || len(j.Outputs) != 1 {
+		t.Fatalf("job %s, %d attempts, %d outputs %+v; want succeeded once", j.State, j.Attempts, len(j.Outputs), j.Error)
+	}
+	var pid int
+	waitFor(t, "the sandbox's teardown to be held", 30*time.Second, func() bool {
+		b, err := os.ReadFile(held)
+		_, err2 := fmt.Sscan(string(b), &pid)
+		return err == nil && err2 == nil
+	})
+	if qi, err := asynqInfo(s.redisSrv); err != nil || qi.Active != 1 {
+		t.Fatalf("asynq before the kill: %+v %v; want the job's task active", qi, err)
+	}
+	if err := s.worker.cmd.Process.Kill(); err != nil { // kill -9 in the window
+		t.Fatal(err)
+	}
+	_ = s.worker.cmd.Wait()
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	os.Remove(hold)
+	w := s.startWorker()
+	tasksSettledIn(t, s.redisSrv)
+	if !strings.Contains(w.output(), "the job already ended on an earlier delivery of its task; not running it again") ||
+		strings.Contains(w.output(), `"msg":"job finished"`) {
+		t.Errorf("the successor ran the ended job again, or did not say it would not:\n%s", tailStr(w.output(), 3000))
+	}
+	if again := getJob(t, c, key, j.ID, ""); again.State != "succeeded" || again.Attempts != 1 || len(again.Outputs) != 1 {
+		t.Errorf("the job after its task came back: %s, %d attempts, %d outputs; want it as it ended", again.State, again.Attempts, len(again.Outputs))
+	}
+	if qi, err := asynqInfo(s.redisSrv); err != nil || qi.Completed != 1 || qi.Archived != 0 {
+		t.Errorf("asynq after: %+v %v; want the one task completed", qi, err)
+	}
 }
 
 func psRunsc() string {
