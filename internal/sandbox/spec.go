@@ -70,6 +70,7 @@ const MaskFile = "/usr/share/renderbox/masked"
 // it is the one file of the tree a sandbox opens (its gofer, for the
 // mount), so the worker checks it where it does not digest the tree.
 func CheckMaskFile(rootfs string) error {
+	mask := filepath.Join(rootfs, MaskFile)
 	p := rootfs
 	for _, name := range strings.Split(strings.TrimPrefix(MaskFile, "/"), "/") {
 		p = filepath.Join(p, name)
@@ -78,12 +79,13 @@ func CheckMaskFile(rootfs string) error {
 			return fmt.Errorf("the mask file: %w", err)
 		}
 		sys, _ := st.Sys().(*syscall.Stat_t)
-		switch mode := st.Mode(); {
+		mode := st.Mode()
+		switch {
 		case sys == nil || sys.Uid != 0 || sys.Gid != 0:
 			return fmt.Errorf("the mask file: %s is not root's", p)
-		case p != filepath.Join(rootfs, MaskFile) && (!mode.IsDir() || mode.Perm()&0o022 != 0):
+		case p != mask && (!mode.IsDir() || mode.Perm()&0o022 != 0):
 			return fmt.Errorf("the mask file: %s is %s, want a directory only root may write", p, mode)
-		case p == filepath.Join(rootfs, MaskFile) && (!mode.IsRegular() || mode&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0o444 || st.Size() != 0):
+		case p == mask && (!mode.IsRegular() || mode&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0o444 || st.Size() != 0):
 			return fmt.Errorf("the mask file: %s is %s of %d bytes, want an empty -r--r--r-- file (make rootfs installs it)", p, mode, st.Size())
 		}
 	}
