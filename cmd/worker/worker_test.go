@@ -19,6 +19,7 @@ import (
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/internal/testenv/exe"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -92,9 +93,7 @@ func TestRefusesToStartWithoutRunsc(t *testing.T) {
 func TestRefusesToStartWithAnOldRunsc(t *testing.T) {
 	t.Parallel()
 	fake := filepath.Join(t.TempDir(), "runsc")
-	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'runsc version release-20220425.0'\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	exe.Write(t, fake, "#!/bin/sh\necho 'runsc version release-20220425.0'\n")
 	out, err := worker(t, "check", "-runsc", fake, "-rootfs", testenv.RootfsTree(t))
 	if err == nil || !strings.Contains(out, "older than the pinned minimum") {
 		t.Fatalf("worker check with a 2022 runsc: %v\n%s", err, out)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/internal/testenv/exe"
 )
 
 // jobJSON is a job view as the tests read it.
@@ -454,9 +455,7 @@ for a in "$@"; do
 done
 exec %q "$@"
 `, arg, marker, then, testenv.Runsc(t))
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	exe.Write(t, wrapper, script)
 	return wrapper
 }
 

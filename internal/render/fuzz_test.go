@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/json"
+	"math"
 	"runtime"
 	"slices"
 	"testing"
@@ -100,6 +101,7 @@ func FuzzSniff(f *testing.F) {
 // directory's) is refused whole, and the walk allocates nothing per entry.
 func FuzzZipDirectory(f *testing.F) {
 	f.Add(uint32(3), uint64(3), uint16(0), uint32(0))
+	f.Add(uint32(1500), uint64(1500), uint16(0), uint32(0)) // walked whole
 	f.Add(uint32(10_001), uint64(1), uint16(5), uint32(0))
 	f.Add(uint32(11_000), uint64(0xffff+3), uint16(0), uint32(0))
 	// The directory disagrees with its end record: 1501 entries stated as
@@ -117,10 +119,16 @@ func FuzzZipDirectory(f *testing.F) {
 		if n > zipdir.MaxEntries || (err == nil && (n != e || stated != uint64(e) || (short != 0 && e > 0))) {
 			t.Fatalf("%d entries stated as %d, the size %d bytes short, cut by %d: walked %d (%v)", e, stated, short, cut, n, err)
 		}
-		// Malloc counts are the whole process's, and the fuzzing engine
-		// allocates beside the walk (17 once, walking 0 entries): an
-		// average over runs, as AllocsPerRun takes it, is the walk's.
-		if a := testing.AllocsPerRun(10, func() { _ = zipNames(z, func([]byte) {}) }); a > 16 {
+		// Malloc counts are the whole process's: the fuzzing engine
+		// allocates beside the walk (17 once, walking 0 entries), and so
+		// does any goroutine an earlier test left (84 on average once, in
+		// CI's race tier). The least of five averages is the walk's; one
+		// allocation per entry would show in every one of them.
+		a := math.Inf(1)
+		for range 5 {
+			a = min(a, testing.AllocsPerRun(10, func() { _ = zipNames(z, func([]byte) {}) }))
+		}
+		if a > 16 {
 			t.Fatalf("walking %d entries made %.0f allocations", n, a)
 		}
 	})

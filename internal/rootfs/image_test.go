@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/renderbox/renderbox/internal/testenv/exe"
 	"github.com/renderbox/renderbox/internal/testenv/tool"
 )
 
@@ -97,9 +98,7 @@ func TestImageRefusesAFileDroppedWhileItIsMade(t *testing.T) {
 	// and removes the file: an attacker racing it, or a writer it raced.
 	bin := t.TempDir()
 	script := fmt.Sprintf("#!/bin/sh\nfor src; do :; done\necho evil > \"$src/etc/dropped\"\n%s \"$@\"\nrc=$?\nrm -f \"$src/etc/dropped\"\nexit $rc\n", mkfs)
-	if err := os.WriteFile(filepath.Join(bin, "mkfs.erofs"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	exe.Write(t, filepath.Join(bin, "mkfs.erofs"), script)
 	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
 
 	tree := synthTree(t)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/renderbox/renderbox/internal/sandbox"
 	"github.com/renderbox/renderbox/internal/testenv"
+	"github.com/renderbox/renderbox/internal/testenv/exe"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -601,9 +602,7 @@ func TestRunscFailureIsSandboxFailure(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "runsc")
-	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'runsc: simulated failure' >&2\nexit 128\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	exe.Write(t, fake, "#!/bin/sh\necho 'runsc: simulated failure' >&2\nexit 128\n")
 	m, err := sandbox.NewManager(sandbox.Config{
 		Runsc: fake, Rootfs: testenv.RootfsDir(t),
 		StateDir: "/run/renderbox-test/fake-" + filepath.Base(dir), CgroupParent: "renderbox-test-fake-" + filepath.Base(dir),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -14,6 +13,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/renderbox/renderbox/internal/testenv/exe"
 	"github.com/renderbox/renderbox/internal/wire"
 )
 
@@ -235,15 +235,13 @@ func TestVersionCheck(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	old := filepath.Join(dir, "runsc")
-	if err := os.WriteFile(old, []byte("#!/bin/sh\necho 'runsc version release-20220425.0'\necho 'spec: 1.0.2'\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	exe.Write(t, old, "#!/bin/sh\necho 'runsc version release-20220425.0'\necho 'spec: 1.0.2'\n")
 	_, err := CheckVersion(context.Background(), old)
 	if !errors.Is(err, ErrRunscTooOld) || !strings.Contains(err.Error(), "go install gvisor.dev/gvisor/runsc@"+PinnedRunsc) {
 		t.Errorf("CheckVersion(2022 release) = %v, want ErrRunscTooOld naming the install command", err)
 	}
 	newer := filepath.Join(dir, "runsc-new")
-	_ = os.WriteFile(newer, []byte("#!/bin/sh\necho 'runsc version release-20261101.0'\n"), 0o755)
+	exe.Write(t, newer, "#!/bin/sh\necho 'runsc version release-20261101.0'\n")
 	if v, err := CheckVersion(context.Background(), newer); err != nil || v.Date != "20261101" {
 		t.Errorf("CheckVersion(2026-11 release) = %+v, %v; want accepted", v, err)
 	}
