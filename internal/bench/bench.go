@@ -200,7 +200,7 @@ func run(ctx context.Context, o opts) error {
 		}
 	}
 	if o.api != "" && (o.only == "" || o.only == "api") {
-		if err := benchEndToEnd(ctx, out, stamp, m, o.api, o.key, n); err != nil {
+		if err := benchEndToEnd(ctx, out, stamp, m, o.api, o.key, o.served.metrics, n); err != nil {
 			return err
 		}
 	}
@@ -399,20 +399,6 @@ func stats(ds []time.Duration) map[string]float64 {
 
 func ratio(a, b time.Duration) float64 {
 	return math.Round(float64(a)/float64(b)*100) / 100
-}
-
-// runOnce runs one job of renderer on input in a fresh sandbox.
-func runOnce(ctx context.Context, m *sandbox.Manager, renderer string, input []byte) error {
-	r, err := render.Lookup(renderer)
-	if err != nil {
-		return err
-	}
-	plan, err := r.Prepare(input, nil, render.LimitRequest{})
-	if err != nil {
-		return err
-	}
-	plan.Job.Input = bytes.NewReader(input)
-	return runPlan(ctx, m, r, plan, input)
 }
 
 // runPlan runs plan as a worker runs a job (worker.Runner), its outputs
