@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/renderbox/renderbox/internal/render"
 	"github.com/renderbox/renderbox/internal/samples"
 	"github.com/renderbox/renderbox/internal/sandbox"
-	"github.com/renderbox/renderbox/internal/worker"
 )
 
 // benchEndToEnd measures, against a running API and worker, pdf-png of a
@@ -120,12 +118,7 @@ func directPDFPNG(ctx context.Context, m *sandbox.Manager, pdf []byte) (time.Dur
 		return 0, err
 	}
 	plan.Job.Input = bytes.NewReader(pdf)
-	log := slog.New(slog.DiscardHandler)
-	t0 := time.Now()
-	ran := (&worker.Runner{Manager: m, Logger: log}).Run(ctx, log, r, plan, pdf)
-	d := time.Since(t0)
-	ran.Teardown()
-	return d, ran.Err
+	return runPlan(ctx, m, r, plan, pdf)
 }
 
 // fanOut calls f n times from workers goroutines at once and returns when

@@ -319,7 +319,7 @@ func benchRenderer(ctx context.Context, out *json.Encoder, stamp string, m *sand
 	for i := 0; i < n; i++ {
 		plan.Job.Input = bytes.NewReader(c.data)
 		t0 := time.Now()
-		if err := runPlan(ctx, m, r, plan, c.data); err != nil {
+		if _, err := runPlan(ctx, m, r, plan, c.data); err != nil {
 			return fmt.Errorf("%s in the sandbox: %w", c.renderer, err)
 		}
 		sbx = append(sbx, time.Since(t0))
@@ -402,10 +402,13 @@ func ratio(a, b time.Duration) float64 {
 }
 
 // runPlan runs plan as a worker runs a job (worker.Runner), its outputs
-// checked, and waits for its sandbox's teardown.
-func runPlan(ctx context.Context, m *sandbox.Manager, r *render.Renderer, plan *render.Plan, input []byte) error {
+// checked, and waits for its sandbox's teardown. It returns how long the
+// job took to its result, as a worker reports it: without the teardown.
+func runPlan(ctx context.Context, m *sandbox.Manager, r *render.Renderer, plan *render.Plan, input []byte) (time.Duration, error) {
 	log := slog.New(slog.DiscardHandler)
+	t0 := time.Now()
 	ran := (&worker.Runner{Manager: m, Logger: log}).Run(ctx, log, r, plan, input)
+	d := time.Since(t0)
 	ran.Teardown()
-	return ran.Err
+	return d, ran.Err
 }
