@@ -203,8 +203,9 @@ func (q *Queue) Waiting(ctx context.Context, owner string) (jobs int, bytes int6
 
 // Dispatch moves waiting jobs into asynq, round-robin across owners, while
 // asynq holds fewer than target pending tasks (target is the workers'
-// total concurrency), and returns how many it moved. A job whose enqueue
-// fails stays in "moving" and is enqueued again by Reclaim.
+// total concurrency), and returns how many it moved, waking the workers
+// that wait for one (Waker). A job whose enqueue fails stays in "moving"
+// and is enqueued again by Reclaim.
 func (q *Queue) Dispatch(ctx context.Context, target int) (int, error) {
 	res, err := dispatchScript.Run(ctx, q.rdb, fairKeys, target, time.Now().UnixMilli(), listPrefix).StringSlice()
 	if err != nil {
@@ -213,6 +214,9 @@ func (q *Queue) Dispatch(ctx context.Context, target int) (int, error) {
 	var errs []error
 	for _, spec := range res {
 		errs = append(errs, q.enqueueMoving(ctx, spec))
+	}
+	if len(res) > 0 {
+		q.publishWake(ctx)
 	}
 	return len(res), errors.Join(errs...)
 }
@@ -225,12 +229,17 @@ func (q *Queue) Reclaim(ctx context.Context) error {
 		return err
 	}
 	var errs []error
+	moved := false
 	for _, v := range moving {
 		at, spec, _ := strings.Cut(v, " ")
 		ms, _ := strconv.ParseInt(at, 10, 64)
 		if time.Since(time.UnixMilli(ms)) > reclaimAfter {
 			errs = append(errs, q.enqueueMoving(ctx, spec))
+			moved = true
 		}
+	}
+	if moved {
+		q.publishWake(ctx)
 	}
 	return errors.Join(errs...)
 }

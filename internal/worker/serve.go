@@ -49,10 +49,12 @@ type ServeConfig struct {
 	// HeartbeatInterval is how often the worker tells Redis it is alive
 	// (the API's /readyz and GET /v1/workers read it). Default 5s.
 	HeartbeatInterval time.Duration
-	// PollInterval is how often an idle worker asks Redis for a job (asynq
-	// polls; it sleeps between a half and one and a half of this), so a
-	// new job waits about this long to start; docs/settings.md
-	// has what it costs idle. Default 25ms.
+	// PollInterval is how long asynq sleeps (between a half and one and
+	// a half of this) after an idle worker's dequeue found nothing and
+	// its wait for a wake (up to a second, queue.Waker) ran out. A job the
+	// dispatcher queues wakes the worker at once; a task queued without a
+	// wake (a retry coming due) starts within about a second and this.
+	// docs/settings.md has what it costs idle. Default 25ms.
 	PollInterval time.Duration
 	// Pool configures the pre-booted sandboxes.
 	Pool PoolConfig
@@ -89,7 +91,7 @@ func (s *ServeConfig) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&s.MetricsAddr, "metrics-addr", DefaultMetricsAddr, `serve Prometheus /metrics on this address; the default is loopback, so only this host can scrape it ("" disables; RENDERBOX_WORKER_METRICS is a deprecated name of its variable)`)
 	fs.StringVar(&s.Name, "name", "", "worker name (default: hostname)")
 	fs.DurationVar(&s.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often to tell Redis this worker is alive (the API's -worker-heartbeat-timeout must be a few of these)")
-	fs.DurationVar(&s.PollInterval, "poll-interval", 25*time.Millisecond, "how often an idle worker asks Redis for a job: a new job waits about this long to start; each idle worker runs about 1/this dequeues a second on Redis")
+	fs.DurationVar(&s.PollInterval, "poll-interval", 25*time.Millisecond, "how long an idle worker sleeps after its wait for a wake (up to 1s) ran out before it asks Redis for a job again: a job the API queues wakes it at once, a retry coming due waits up to about 1s and this")
 	s.Pool.Bind(fs)
 	s.Remote.Bind(fs, "a URL page")
 	s.Blobs.Bind(fs, false /* api */)
@@ -214,13 +216,20 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 	// and the jobs requeued rather than orphaned.
 	base, stopJobs := context.WithCancel(context.Background())
 	defer stopJobs()
+	// An idle worker's dequeue waits for the dispatcher's wake (up to a
+	// second) rather than polling: see queue.Waker. Stopped at the drain,
+	// so that asynq's shutdown does not wait for a held dequeue.
+	wakeCtx, stopWake := context.WithCancel(context.Background())
+	defer stopWake()
+	rdb.AddHook(q.ListenWake(wakeCtx, time.Second))
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		BaseContext:     func() context.Context { return base },
 		IsFailure:       IsFailure,
 		Concurrency:     s.Concurrency,
 		Queues:          map[string]int{queue.QueueName: 1},
 		ShutdownTimeout: s.ShutdownTimeout,
-		// Pick up new jobs within a poll rather than asynq's default second.
+		// After a wait for a wake that timed out, ask again within a poll
+		// rather than asynq's default second.
 		TaskCheckInterval: s.PollInterval,
 		RetryDelayFunc: func(n int, _ error, _ *asynq.Task) time.Duration {
 			return time.Duration(math.Min(30, math.Pow(2, float64(n)))) * time.Second
@@ -253,6 +262,7 @@ func Serve(ctx context.Context, c Config, s ServeConfig) error {
 		"rootfs_digest", info.RootfsDigest, "runsc_version", info.RunscVersion, "version", buildinfo.Read().Version,
 		"cgroup_parent", m.Config().CgroupParent, "unsafe_native_bench", s.UnsafeNativeBench)
 	<-ctx.Done()
+	stopWake()
 	// A draining worker takes no new jobs: it is no longer counted alive.
 	stopBeats()
 	<-beatsDone
