@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"encoding/hex"
 	"fmt"
@@ -38,6 +39,7 @@ type gotSpan struct {
 	service, name  string
 	trace, id, par string
 	attrs          map[string]string
+	start, end     uint64 // Unix nanoseconds
 }
 
 func newOTLPReceiver(t *testing.T) *otlpReceiver {
@@ -81,7 +83,7 @@ func (o *otlpReceiver) add(raw []byte, req *coltracepb.ExportTraceServiceRequest
 		for _, ss := range rs.ScopeSpans {
 			for _, sp := range ss.Spans {
 				g := gotSpan{service: service, name: sp.Name, trace: hex.EncodeToString(sp.TraceId), id: hex.EncodeToString(sp.SpanId),
-					par: hex.EncodeToString(sp.ParentSpanId), attrs: map[string]string{}}
+					par: hex.EncodeToString(sp.ParentSpanId), attrs: map[string]string{}, start: sp.StartTimeUnixNano, end: sp.EndTimeUnixNano}
 				for _, kv := range sp.Attributes {
 					g.attrs[kv.Key] = valueString(kv.Value)
 				}
@@ -276,6 +278,7 @@ func TestTracesFollowEachJob(t *testing.T) {
 		}
 		slices.Sort(names)
 		t.Logf("job %s: trace %s, sandbox %s, %d spans: %s", id, trace, mode, len(spans), strings.Join(names, " "))
+		pathInOrder(t, id, spans, id != j1.ID)
 		if id == j3.ID && trace != parentTrace {
 			t.Errorf("job %s under the trusted proxy's traceparent: trace %s, want %s", id, trace, parentTrace)
 		}
@@ -305,4 +308,61 @@ func TestTracesFollowEachJob(t *testing.T) {
 		}
 	}
 	t.Logf("%d export requests, %d bytes", len(rcv.raw), len(raw))
+}
+
+// pathInOrder checks that a job's spans follow its path (the API and the
+// worker share the host's clock), and logs them as a timeline: where a
+// served job's time goes beside its sandbox (docs/benchmarks.md). waited
+// says the POST waited for the result (?wait=), which the report must
+// then precede. A span that occurs more than once (a chain's stages) is
+// left out of the checks.
+func pathInOrder(t *testing.T, job string, spans []gotSpan, waited bool) {
+	t.Helper()
+	byName, count := map[string]gotSpan{}, map[string]int{}
+	for _, sp := range spans {
+		byName[sp.name] = sp
+		count[sp.name]++
+	}
+	const post = "POST /v1/jobs"
+	slack := uint64(time.Millisecond) // one span's end and the next's start, rounded
+	before := func(a, b string) {
+		sa, oka := byName[a]
+		sb, okb := byName[b]
+		if oka && okb && count[a] == 1 && count[b] == 1 && sa.end > sb.start+slack {
+			t.Errorf("job %s: %s ends %.2f ms after %s starts", job, a, float64(sa.end-sb.start)/1e6, b)
+		}
+	}
+	within := func(inner, outer string) {
+		si, oki := byName[inner]
+		so, oko := byName[outer]
+		if oki && oko && count[inner] == 1 && count[outer] == 1 && (si.start+slack < so.start || si.end > so.end+slack) {
+			t.Errorf("job %s: %s is not within %s", job, inner, outer)
+		}
+	}
+	within(tracing.SpanIntake, post)
+	within(tracing.SpanSubmit, tracing.SpanIntake)
+	before(tracing.SpanQueueWait, tracing.SpanTake)
+	within(tracing.SpanTake, tracing.SpanAttempt)
+	for _, next := range []string{tracing.SpanSandboxTake, tracing.SpanSandboxCreate, tracing.SpanSandboxStart, tracing.SpanRender} {
+		before(tracing.SpanTake, next)
+	}
+	before(tracing.SpanSandboxCreate, tracing.SpanSandboxStart)
+	before(tracing.SpanSandboxStart, tracing.SpanRender)
+	before(tracing.SpanRender, tracing.SpanCheck)
+	before(tracing.SpanRender, tracing.SpanTeardown)
+	before(tracing.SpanCheck, tracing.SpanStore)
+	before(tracing.SpanStore, tracing.SpanReport)
+	if waited {
+		if r, p := byName[tracing.SpanReport], byName[post]; count[tracing.SpanReport] == 1 && r.end > p.end+slack {
+			t.Errorf("job %s: the POST that waited for it answered before its report", job)
+		}
+	}
+	sorted := slices.Clone(spans)
+	slices.SortFunc(sorted, func(a, b gotSpan) int { return cmp.Compare(a.start, b.start) })
+	var b strings.Builder
+	for _, sp := range sorted {
+		at := func(ns uint64) float64 { return float64(int64(ns)-int64(sorted[0].start)) / 1e6 }
+		fmt.Fprintf(&b, "\n  %-7s %-18s %8.2f → %8.2f ms", strings.TrimPrefix(sp.service, "renderbox-"), sp.name, at(sp.start), at(sp.end))
+	}
+	t.Logf("job %s's timeline:%s", job, b.String())
 }
