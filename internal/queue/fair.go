@@ -204,18 +204,23 @@ func (q *Queue) Waiting(ctx context.Context, owner string) (jobs int, bytes int6
 // Dispatch moves waiting jobs into asynq, round-robin across owners, while
 // asynq holds fewer than target pending tasks (target is the workers'
 // total concurrency), and returns how many it moved, waking the workers
-// that wait for one (Waker). A job whose enqueue fails stays in "moving"
-// and is enqueued again by Reclaim.
+// that wait for one (Waker) once one is enqueued. A job whose enqueue
+// fails stays in "moving" and is enqueued again by Reclaim.
 func (q *Queue) Dispatch(ctx context.Context, target int) (int, error) {
 	res, err := dispatchScript.Run(ctx, q.rdb, fairKeys, target, time.Now().UnixMilli(), listPrefix).StringSlice()
 	if err != nil {
 		return 0, fmt.Errorf("dispatching jobs: %w", err)
 	}
 	var errs []error
+	enqueued := 0
 	for _, spec := range res {
-		errs = append(errs, q.enqueueMoving(ctx, spec))
+		if err := q.enqueueMoving(ctx, spec); err != nil {
+			errs = append(errs, err)
+		} else {
+			enqueued++
+		}
 	}
-	if len(res) > 0 {
+	if enqueued > 0 {
 		q.publishWake(ctx)
 	}
 	return len(res), errors.Join(errs...)
@@ -233,8 +238,12 @@ func (q *Queue) Reclaim(ctx context.Context) error {
 	for _, v := range moving {
 		at, spec, _ := strings.Cut(v, " ")
 		ms, _ := strconv.ParseInt(at, 10, 64)
-		if time.Since(time.UnixMilli(ms)) > reclaimAfter {
-			errs = append(errs, q.enqueueMoving(ctx, spec))
+		if time.Since(time.UnixMilli(ms)) <= reclaimAfter {
+			continue
+		}
+		if err := q.enqueueMoving(ctx, spec); err != nil {
+			errs = append(errs, err)
+		} else {
 			moved = true
 		}
 	}

@@ -92,6 +92,8 @@ func (w *Waker) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				return err
 			case <-w.done:
 				return err
+			case <-ctx.Done():
+				return err
 			}
 			err = next(ctx, cmd)
 		}
