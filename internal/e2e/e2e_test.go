@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -530,31 +533,28 @@ func TestKilledWorkersJobIsFinishedByItsSuccessor(t *testing.T) {
 }
 
 // A worker killed after it reported a job's result but before asynq heard
-// (its sandbox's teardown held, which the handler waits for) leaves the
+// (asynq's acknowledgement held on its way to Redis, ackHold) leaves the
 // task active. Once its lease expires asynq hands the task to the
 // successor, which finds the job ended and completes the task without
 // running it again: the job keeps its one attempt and its output, and
 // asynq holds no task.
 func TestKilledBetweenResultAndAckIsNotRunAgain(t *testing.T) {
 	t.Parallel() // mostly waiting: asynq's lease, then its recoverer's minute
-	dir := t.TempDir()
-	hold, held := filepath.Join(dir, "hold"), filepath.Join(dir, "held")
-	wrapper := runscWrapper(t, "delete", hold, "echo $$ > "+held+"; exec sleep 600")
-	s := newStack(t, stackOpts{workerArgs: []string{"-runsc", wrapper}})
+	var hold *ackHold
+	s := newStack(t, stackOpts{access: func(rs *testenv.RedisServer, _ string) map[string]redisAccess {
+		hold = holdAck(t, rs.Addr)
+		return map[string]redisAccess{"api": {args: []string{"-redis", rs.Addr}}, "worker": {args: []string{"-redis", hold.addr()}}}
+	}})
 	c, key := s.client, s.key("judy")
-	if err := os.WriteFile(hold, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	_, j := submitJSON(t, c, key, "svg-png", samples.SVG(20, 20, 0, 0, 5), nil, "?wait=60", nil)
 	if j.State != "succeeded" || j.Attempts != 1 || len(j.Outputs) != 1 {
 		t.Fatalf("job %s, %d attempts, %d outputs %+v; want succeeded once", j.State, j.Attempts, len(j.Outputs), j.Error)
 	}
-	var pid int
-	waitFor(t, "the sandbox's teardown to be held", 30*time.Second, func() bool {
-		b, err := os.ReadFile(held)
-		_, err2 := fmt.Sscan(string(b), &pid)
-		return err == nil && err2 == nil
-	})
+	select {
+	case <-hold.held:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out after 30s waiting for asynq's acknowledgement to be held:\n%s", tailStr(s.worker.output(), 2000))
+	}
 	if qi, err := asynqInfo(s.redisSrv); err != nil || qi.Active != 1 {
 		t.Fatalf("asynq before the kill: %+v %v; want the job's task active", qi, err)
 	}
@@ -562,8 +562,6 @@ func TestKilledBetweenResultAndAckIsNotRunAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = s.worker.cmd.Wait()
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	os.Remove(hold)
 	w := s.startWorker()
 	tasksSettledIn(t, s.redisSrv)
 	// The line is written before asynq hears the task is done, but it
@@ -580,6 +578,67 @@ func TestKilledBetweenResultAndAckIsNotRunAgain(t *testing.T) {
 	}
 	if qi, err := asynqInfo(s.redisSrv); err != nil || qi.Completed != 1 || qi.Archived != 0 {
 		t.Errorf("asynq after: %+v %v; want the one task completed", qi, err)
+	}
+}
+
+// ackHold is a TCP proxy between a worker and Redis that passes everything
+// but the first command asynq sends to mark a task completed, which it
+// keeps from Redis for good (and all the connection sends after it): the
+// worker has reported the job's result by then, and waits for the
+// command's answer. The command is told by two of its keys, the queue's
+// completed set and its processed counter, which together no other
+// command names (asynq's internal/rdb: MarkAsComplete). Only the first is
+// held; the successor's pass.
+type ackHold struct {
+	ln   net.Listener
+	on   atomic.Bool
+	held chan struct{} // closed once the command is held
+}
+
+func holdAck(t *testing.T, redis string) *ackHold {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	h := &ackHold{ln: ln, held: make(chan struct{})}
+	h.on.Store(true)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go h.serve(c, redis)
+		}
+	}()
+	return h
+}
+
+func (h *ackHold) addr() string { return h.ln.Addr().String() }
+
+func (h *ackHold) serve(c net.Conn, redis string) {
+	defer c.Close()
+	r, err := net.Dial("tcp", redis)
+	if err != nil {
+		return
+	}
+	defer r.Close()
+	go func() { _, _ = io.Copy(c, r); c.Close() }()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		// go-redis writes a command in one write, which one read takes.
+		b := buf[:n]
+		if bytes.Contains(b, []byte("}:completed")) && bytes.Contains(b, []byte("}:processed:")) && h.on.CompareAndSwap(true, false) {
+			close(h.held)
+			_, _ = io.Copy(io.Discard, c)
+			return
+		}
+		if _, werr := r.Write(b); werr != nil || err != nil {
+			return
+		}
 	}
 }
 

@@ -25,7 +25,7 @@ const AttemptSlack = 2 * time.Minute
 // (MaxPages, MaxPixels).
 type Limits struct {
 	// Timeout is the wall time from start to result, enforced by the host
-	// (kill, then delete --force). Default 60s.
+	// (kill, then the teardown). Default 60s.
 	Timeout time.Duration
 	// MemoryBytes is the cgroup memory limit of the whole sandbox, the
 	// user-space kernel included. Default 1 GiB.

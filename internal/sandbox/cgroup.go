@@ -175,7 +175,7 @@ type counters struct {
 }
 
 // readCounters reads the OOM and pids counters of cgroup rel. It must run
-// before `runsc delete`, which removes the cgroup.
+// before Destroy, which removes the cgroup.
 func readCounters(rel string) counters {
 	var c counters
 	if cgroupV2() {
@@ -233,13 +233,15 @@ func removeCgroupDir(d string) error {
 			}
 		}
 	}
+	// A sandbox's gofer leaves its cgroup a few milliseconds after the
+	// sandbox process ends: asked again every 2 ms, up to a second.
 	var err error
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 500; i++ {
 		killProcs(d)
 		if err = syscall.Rmdir(d); err == nil || errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
 	return fmt.Errorf("removing cgroup %s: %w", d, err)
 }

@@ -11,8 +11,8 @@ import (
 
 // Reap removes what a crashed predecessor left behind in this manager's
 // state dir and cgroup parent: containers (`runsc list` → kill →
-// `delete --force`), bundle directories, cgroups and the lock files runsc
-// left for containers it no longer knows (Strays). It returns how many
+// `delete --force`), bundle directories, cgroups and the lock files and
+// control sockets runsc left for containers it no longer knows (Strays). It returns how many
 // containers it deleted. Call it before taking jobs. It needs the state
 // dir's lock (Lock): taken for the call unless this manager holds it, and
 // refused with *BusyError while a running worker holds it, whose sandboxes
@@ -66,7 +66,7 @@ func (m *Manager) Reap(ctx context.Context) (int, error) {
 
 // Leftovers lists what this manager's sandboxes left behind: containers
 // runsc still knows, bundle directories, cgroups and runsc's stray lock
-// files. Empty means clean.
+// files and sockets. Empty means clean.
 func (m *Manager) Leftovers(ctx context.Context) ([]string, error) {
 	var left []string
 	cs, err := m.runsc.List(ctx)

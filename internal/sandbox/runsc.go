@@ -206,35 +206,50 @@ func (r *Runsc) List(ctx context.Context) ([]ContainerState, error) {
 }
 
 // Strays lists the files runsc left under Root for containers it no longer
-// knows: a lock file with no state file beside it. `runsc delete` of a
-// container that is already gone (a template sandbox ends with its
-// checkpoint) makes the container's lock file to look for it, and leaves
-// it there for the life of the directory. Only meaningful while no runsc
-// command is making a container under Root.
+// knows: a lock file or a control socket with no state file beside it.
+// `runsc delete` of a container that is already gone (a template sandbox
+// ends with its checkpoint) makes the container's lock file to look for
+// it, and of one whose create was cut short leaves its socket; Destroy
+// removes both (removeState). Only meaningful while no runsc command is
+// making a container under Root.
 func (r *Runsc) Strays() []string {
-	locks, _ := filepath.Glob(filepath.Join(r.Root, "*.lock"))
 	var strays []string
+	locks, _ := filepath.Glob(filepath.Join(r.Root, "*.lock"))
 	for _, l := range locks {
 		if _, err := os.Stat(strings.TrimSuffix(l, ".lock") + ".state"); errors.Is(err, os.ErrNotExist) {
 			strays = append(strays, l)
 		}
 	}
+	socks, _ := filepath.Glob(filepath.Join(r.Root, "runsc-*.sock"))
+	for _, s := range socks {
+		id := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(s), "runsc-"), ".sock")
+		if _, err := os.Stat(filepath.Join(r.Root, id+"_sandbox:"+id+".state")); errors.Is(err, os.ErrNotExist) {
+			strays = append(strays, s)
+		}
+	}
 	return strays
 }
 
-// forget removes the lock file of container id if runsc no longer knows
-// the container (Strays); call once nothing runs runsc on id any more.
-func (r *Runsc) forget(id string) error {
-	// runsc/container names them <container>_sandbox:<sandbox>.<ext>; a
-	// sandbox here holds one container of the same id.
+// removeState removes what runsc keeps of sandbox id once its process
+// has ended or runsc no longer knows it: the control socket and the
+// container's state and lock files, as `runsc delete` does, and what
+// `runsc delete` leaves (Strays). runsc makes the socket in the first of
+// Root, /var/run, /run and /tmp whose path fits a socket address, so
+// each is tried.
+func (r *Runsc) removeState(id string) error {
+	var errs []error
+	for _, d := range []string{r.Root, "/var/run", "/run", "/tmp"} {
+		if err := os.Remove(filepath.Join(d, "runsc-"+id+".sock")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing runsc's control socket: %w", err))
+		}
+	}
 	base := filepath.Join(r.Root, id+"_sandbox:"+id)
-	if _, err := os.Stat(base + ".state"); !errors.Is(err, os.ErrNotExist) {
-		return nil
+	for _, ext := range []string{".state", ".lock"} {
+		if err := os.Remove(base + ext); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing runsc's %s file: %w", ext[1:], err))
+		}
 	}
-	if err := os.Remove(base + ".lock"); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing runsc's lock file: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // CheckpointOpts are the options of `runsc checkpoint`.

@@ -361,9 +361,7 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		if prev != StateNew && s.native != "" {
 			s.nativeKill()
 		} else if prev != StateNew {
-			if err := s.runsc.Delete(ctx, s.ID, DeleteOpts{Force: true}); err != nil && s.exists(ctx) {
-				errs = append(errs, err)
-			} else if err := s.runsc.forget(s.ID); err != nil {
+			if err := s.end(ctx); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -381,6 +379,44 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		s.destroyErr = errors.Join(errs...)
 	})
 	return s.destroyErr
+}
+
+// endWait bounds how long end waits for a killed sandbox process to be
+// reaped before it leaves the container to the reaper.
+const endWait = 10 * time.Second
+
+// end ends a runsc sandbox and removes what runsc keeps of it, without a
+// runsc process when this process watches the sandbox's.
+//
+// `runsc delete --force` of a sandbox's one container kills the sandbox
+// process and waits for it, kills the gofer, removes the cgroups, the
+// control socket and the state and lock files, and removes self-backed
+// overlay files (none here: the root is read-only). This process is the
+// sandbox's subreaper and Destroy removes the cgroups (killing the gofer
+// with them), so it does the rest itself: a runsc process fewer a job,
+// and its CPU (docs/benchmarks.md, "Teardown without runsc").
+// A sandbox it does not watch (spawn failed after runsc made the
+// container) goes through `runsc delete`, and then loses the socket that
+// leaves.
+func (s *Sandbox) end(ctx context.Context) error {
+	if s.exit == nil {
+		if err := s.runsc.Delete(ctx, s.ID, DeleteOpts{Force: true}); err != nil && s.exists(ctx) {
+			return err
+		}
+		return s.runsc.removeState(s.ID)
+	}
+	s.exit.signal(syscall.SIGKILL)
+	t := time.NewTimer(endWait)
+	defer t.Stop()
+	select {
+	case <-s.exit.done:
+	case <-ctx.Done():
+		return fmt.Errorf("sandbox %s: waiting for its process to end: %w", s.ID, ctx.Err())
+	case <-t.C:
+		// Its state stays for the reaper (reap.go) to find.
+		return fmt.Errorf("sandbox %s: its process (pid %d) did not end within %v of SIGKILL", s.ID, s.exit.pid, endWait)
+	}
+	return s.runsc.removeState(s.ID)
 }
 
 // exists reports whether runsc still knows the container.
