@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Runsc wraps the runsc command line. It holds the global flags; each call
@@ -235,11 +236,16 @@ func (r *Runsc) Strays() []string {
 // container's state and lock files, as `runsc delete` does, and what
 // `runsc delete` leaves (Strays). runsc makes the socket in the first of
 // Root, /var/run, /run and /tmp whose path fits a socket address, so
-// each is tried.
+// each is tried until one held it. A read-only one (a worker run as its
+// unit runs it sees /run so) cannot hold one runsc made.
 func (r *Runsc) removeState(id string) error {
 	var errs []error
 	for _, d := range []string{r.Root, "/var/run", "/run", "/tmp"} {
-		if err := os.Remove(filepath.Join(d, "runsc-"+id+".sock")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		err := os.Remove(filepath.Join(d, "runsc-"+id+".sock"))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.EROFS) {
 			errs = append(errs, fmt.Errorf("removing runsc's control socket: %w", err))
 		}
 	}
