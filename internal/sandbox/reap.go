@@ -12,11 +12,11 @@ import (
 // Reap removes what a crashed predecessor left behind in this manager's
 // state dir and cgroup parent: containers (`runsc list` → kill →
 // `delete --force`), bundle directories, cgroups and the lock files and
-// control sockets runsc left for containers it no longer knows (Strays). It returns how many
-// containers it deleted. Call it before taking jobs. It needs the state
-// dir's lock (Lock): taken for the call unless this manager holds it, and
-// refused with *BusyError while a running worker holds it, whose sandboxes
-// are not leftovers.
+// control sockets runsc left for containers it no longer knows (Strays).
+// It returns how many containers it deleted. Call it before taking jobs.
+// It needs the state dir's lock (Lock): taken for the call unless this
+// manager holds it, and refused with *BusyError while a running worker
+// holds it, whose sandboxes are not leftovers.
 func (m *Manager) Reap(ctx context.Context) (int, error) {
 	if !m.holdsLock() {
 		unlock, err := m.Lock()

@@ -221,10 +221,10 @@ func (r *Runsc) Strays() []string {
 			strays = append(strays, l)
 		}
 	}
-	socks, _ := filepath.Glob(filepath.Join(r.Root, "runsc-*.sock"))
+	socks, _ := filepath.Glob(filepath.Join(r.Root, socketName("*")))
 	for _, s := range socks {
 		id := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(s), "runsc-"), ".sock")
-		if _, err := os.Stat(filepath.Join(r.Root, id+"_sandbox:"+id+".state")); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(r.stateBase(id) + ".state"); errors.Is(err, os.ErrNotExist) {
 			strays = append(strays, s)
 		}
 	}
@@ -241,7 +241,7 @@ func (r *Runsc) Strays() []string {
 func (r *Runsc) removeState(id string) error {
 	var errs []error
 	for _, d := range []string{r.Root, "/var/run", "/run", "/tmp"} {
-		err := os.Remove(filepath.Join(d, "runsc-"+id+".sock"))
+		err := os.Remove(filepath.Join(d, socketName(id)))
 		if err == nil {
 			break
 		}
@@ -249,7 +249,7 @@ func (r *Runsc) removeState(id string) error {
 			errs = append(errs, fmt.Errorf("removing runsc's control socket: %w", err))
 		}
 	}
-	base := filepath.Join(r.Root, id+"_sandbox:"+id)
+	base := r.stateBase(id)
 	for _, ext := range []string{".state", ".lock"} {
 		if err := os.Remove(base + ext); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("removing runsc's %s file: %w", ext[1:], err))
@@ -257,6 +257,14 @@ func (r *Runsc) removeState(id string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// stateBase is the path, less its extension, of sandbox id's state and
+// lock files: runsc/container names them <container>_sandbox:<sandbox>,
+// and a sandbox here holds one container of the same id.
+func (r *Runsc) stateBase(id string) string { return filepath.Join(r.Root, id+"_sandbox:"+id) }
+
+// socketName is the name of sandbox id's control socket (runsc/sandbox).
+func socketName(id string) string { return "runsc-" + id + ".sock" }
 
 // CheckpointOpts are the options of `runsc checkpoint`.
 type CheckpointOpts struct {
